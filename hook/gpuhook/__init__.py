@@ -1,0 +1,3 @@
+"""gpuhook: give containers exactly the GPUs they ask for, without privileges."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,89 @@
+"""gpuhook: the admin command line (simulate, list, demo, version)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from gpuhook import __version__
+from gpuhook.errors import GpuhookError
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of `gpuhook`; maps GpuhookError to one stderr line and exit status 1."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        code: int = args.func(args)
+        return code
+    except GpuhookError as e:
+        print(f"gpuhook: {e}", file=sys.stderr)
+        return 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="gpuhook", description="GPUs for containers, without privileges.")
+    sub = p.add_subparsers(metavar="COMMAND")
+    s = sub.add_parser("simulate", help="build a fake GPU host tree for testing on machines without GPUs")
+    s.add_argument("--root", required=True, help="directory to build the fake host in (new or empty)")
+    s.add_argument("--nvidia", type=int, default=0, metavar="N", help="number of NVIDIA GPUs")
+    s.add_argument("--amd", type=int, default=0, metavar="M", help="number of AMD GPUs")
+    s.add_argument("--nvidia-driver", default="550.54.15", help="NVIDIA driver version to report")
+    s.add_argument("--cuda-version", type=int, default=12040, help="CUDA version the stub libcuda reports")
+    s.add_argument("--amd-driver", default="6.7.0", help="amdgpu DKMS version; 'in-tree' for none")
+    s.set_defaults(func=_simulate)
+    ls = sub.add_parser("list", help="list the host's GPUs as gpuhook sees them")
+    ls.add_argument("--json", action="store_true", help="machine-readable output")
+    ls.add_argument("--host-root", help="override host_root from the config")
+    ls.set_defaults(func=_list)
+    d = sub.add_parser("demo", help="run a container through gpuhook-runtime (a simulated host if no GPUs)")
+    d.add_argument("--work-dir", default="/run/gpuhook/demo", help="where the demo bundle and fake host go")
+    d.set_defaults(func=_demo)
+    v = sub.add_parser("version", help="print the version")
+    v.set_defaults(func=lambda _a: print(f"gpuhook {__version__}") or 0)
+    return p
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from gpuhook.simulate import HostSpec, build_host
+
+    amd_driver = None if args.amd_driver == "in-tree" else args.amd_driver
+    root = build_host(args.root, HostSpec(nvidia=args.nvidia, amd=args.amd, nvidia_driver=args.nvidia_driver,
+                                          cuda_version=args.cuda_version, amd_driver=amd_driver))
+    print(f"simulated host with {args.nvidia} NVIDIA and {args.amd} AMD GPUs at {root}")
+    print(f"use it with: host_root = \"{root}\" in the gpuhook config")
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    from gpuhook.config import load
+    from gpuhook.discover import discover
+    from gpuhook.root import Root
+
+    inventory = discover(Root(args.host_root or load().host_root))
+    rows = [{"vendor": g.vendor, "index": g.index, "uuid": g.uuid, "pci": g.pci, "model": g.model,
+             "arch": g.arch, "driver": v.driver_version or "", "nodes": [n.path for n in g.nodes]}
+            for v in inventory.vendors for g in v.gpus]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not rows:
+        print(f"no GPUs found under host root {inventory.root}")
+        return 0
+    print(f"{'VENDOR':7} {'IDX':>3}  {'UUID':42} {'PCI':13} {'DRIVER':10} {'MODEL / ARCH':24} NODES")
+    for r in rows:
+        model = " ".join(str(x) for x in (r["model"], r["arch"]) if x)
+        print(f"{r['vendor']:7} {r['index']:>3}  {r['uuid']:42} {r['pci']:13} {r['driver']:10} {model:24} "
+              + " ".join(r["nodes"]))
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from gpuhook.demo import run_demo
+
+    return run_demo(args.work_dir)

@@ -1,0 +1,37 @@
+"""The shim's GPU path: request -> inventory -> plan -> edited spec. Loaded only when a request may exist."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from gpuhook import logs
+from gpuhook.config import Config, from_table
+from gpuhook.discover import discover
+from gpuhook.errors import ConfigError
+from gpuhook.plan import plan_edits
+from gpuhook.request import env_map, parse_request
+from gpuhook.root import Root
+from gpuhook.spec import Spec, apply_edits, rootfs
+
+
+def edited_spec(spec: Spec, bundle: str, container_id: str, table: dict[str, Any], config_path: str) -> Spec | None:
+    """The spec with the container's GPUs added, or None when it asks for nothing. Reads the host only."""
+    config = from_table(table, config_path)
+    log = logs.logger(config, container_id, "shim")
+    annotations = spec.get("annotations") or {}
+    env = env_map((spec.get("process") or {}).get("env") or [])
+    request = parse_request(annotations, env, config.policy.accept_env_requests)
+    if not request.wants_gpus:
+        log.debug("no gpu request")
+        return None
+    root = Root(config.host_root)
+    edits = plan_edits(request, discover(root))
+    if edits.ldcache_dirs and not os.access(config.ldconfig, os.X_OK):
+        raise ConfigError(f"the host's ldconfig {config.ldconfig} is missing or not executable: install "
+                          "libc-bin or set `ldconfig` in " + config.path)
+    new = apply_edits(spec, edits, rootfs(spec, bundle), config.ldconfig)
+    log.info("injecting", gpus=[s.raw for s in request.selections], sources=[s.source for s in request.selections],
+             capabilities=sorted(request.capabilities), devices=[n.path for n in edits.device_nodes],
+             mounts=len(edits.mounts), gids=list(edits.additional_gids))
+    return new

@@ -1,0 +1,169 @@
+"""What a container asks for, parsed from its annotations and env. Pure: no I/O."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from gpuhook.errors import RequestError
+
+PREFIX = "gpuhook.dev/"
+VENDORS = ("nvidia", "amd")
+CAPABILITIES = ("compute", "utility", "video", "graphics", "display", "compat32", "ngx")
+DEFAULT_CAPABILITIES = frozenset({"compute", "utility"})
+ENV_KEYS = ("NVIDIA_VISIBLE_DEVICES", "AMD_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES")
+
+# Keys of the stable interface that later features implement; asking for them now must not pass silently.
+_NOT_YET = ("require", "clocks", "power-limit", "perf-level", "compute-mode", "exclusive",
+            "fine-grain-pcie", "gfx-override")
+_KNOWN = ("gpus", "vendor", "capabilities", *_NOT_YET)
+
+_INDEX = re.compile(r"\d+")
+_RANGE = re.compile(r"(\d+)-(\d+)")
+_NV_UUID = re.compile(r"GPU-[0-9a-fA-F]{8}(-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
+_AMD_UUID = re.compile(r"0[xX][0-9a-fA-F]{1,16}")
+_PCI = re.compile(r"(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])")
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """One ask for GPUs of one vendor (or of the vendor the host makes obvious).
+
+    `devices` is None for all GPUs, () for the driver without any GPU (NVIDIA `none`),
+    else normalised identifiers: decimal index, `GPU-…` UUID, `0x…` KFD id or a full PCI address.
+    """
+
+    vendor: str | None
+    devices: tuple[str, ...] | None
+    source: str  # the annotation or env key it came from
+    raw: str
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """Everything a container asks gpuhook for."""
+
+    selections: tuple[Selection, ...] = ()
+    capabilities: frozenset[str] = DEFAULT_CAPABILITIES
+
+    @property
+    def wants_gpus(self) -> bool:
+        """Whether anything is to be injected."""
+        return bool(self.selections)
+
+
+def env_map(env: Iterable[str]) -> dict[str, str]:
+    """An OCI `process.env` list as a dict (the last of repeated keys wins)."""
+    out: dict[str, str] = {}
+    for item in env:
+        key, sep, value = item.partition("=")
+        if sep:
+            out[key] = value
+    return out
+
+
+def parse_request(annotations: Mapping[str, str], env: Mapping[str, str], accept_env: bool = True) -> Request:
+    """Parse a container's GPU request; annotations win over env, env counts only if `accept_env`."""
+    ours = {k[len(PREFIX):]: v for k, v in annotations.items() if k.startswith(PREFIX)}
+    for key, value in ours.items():
+        if key not in _KNOWN:
+            raise RequestError(f"unknown annotation {PREFIX}{key}={value!r}: known keys are "
+                               + ", ".join(PREFIX + k for k in _KNOWN))
+        if key in _NOT_YET:
+            raise RequestError(f"annotation {PREFIX}{key}={value!r} is not supported by this gpuhook "
+                               "version: remove it or upgrade gpuhook")
+    vendor = _parse_vendor(ours["vendor"]) if "vendor" in ours else None
+    caps = _capabilities(ours, env, accept_env)
+    if "gpus" in ours:
+        sel = _parse_gpus(f"{PREFIX}gpus", ours["gpus"], vendor)
+        return Request((sel,) if sel else (), caps)
+    if vendor is not None:
+        raise RequestError(f"annotation {PREFIX}vendor={ours['vendor']!r} needs {PREFIX}gpus "
+                           "(e.g. all, 0,1 or a UUID)")
+    return Request(_env_selections(env, accept_env), caps)
+
+
+def _parse_vendor(value: str) -> str:
+    v = value.strip().lower()
+    if v not in VENDORS:
+        raise RequestError(f"annotation {PREFIX}vendor={value!r}: expected one of " + ", ".join(VENDORS))
+    return v
+
+
+def _capabilities(ours: Mapping[str, str], env: Mapping[str, str], accept_env: bool) -> frozenset[str]:
+    if "capabilities" in ours:
+        key, value = f"{PREFIX}capabilities", ours["capabilities"]
+    elif accept_env and env.get("NVIDIA_DRIVER_CAPABILITIES", "").strip():
+        key, value = "NVIDIA_DRIVER_CAPABILITIES", env["NVIDIA_DRIVER_CAPABILITIES"]
+    else:
+        return DEFAULT_CAPABILITIES
+    items = {c.strip().lower() for c in value.split(",") if c.strip()}
+    if not items:
+        raise RequestError(f"{key}={value!r}: expected a comma list of " + ", ".join((*CAPABILITIES, "all")))
+    if "all" in items:
+        return frozenset(CAPABILITIES)
+    bad = sorted(items - set(CAPABILITIES))
+    if bad:
+        raise RequestError(f"{key}={value!r}: unknown capability {bad[0]!r}; known: "
+                           + ", ".join((*CAPABILITIES, "all")))
+    return frozenset(items)
+
+
+def _env_selections(env: Mapping[str, str], accept_env: bool) -> tuple[Selection, ...]:
+    if not accept_env:
+        return ()
+    out = []
+    if "NVIDIA_VISIBLE_DEVICES" in env:
+        sel = _parse_gpus("NVIDIA_VISIBLE_DEVICES", env["NVIDIA_VISIBLE_DEVICES"], "nvidia")
+        if sel:
+            out.append(sel)
+    if "AMD_VISIBLE_DEVICES" in env:
+        sel = _parse_gpus("AMD_VISIBLE_DEVICES", env["AMD_VISIBLE_DEVICES"], "amd")
+        if sel:
+            out.append(sel)
+    return tuple(out)
+
+
+def _parse_gpus(key: str, raw: str, vendor: str | None) -> Selection | None:
+    """None when nothing is asked; NVIDIA's env `none` means the driver without GPUs, `void` nothing."""
+    value = raw.strip()
+    low = value.lower()
+    if low == "none":
+        return Selection(vendor, (), key, raw) if key == "NVIDIA_VISIBLE_DEVICES" else None
+    if low in ("", "void") and key != f"{PREFIX}gpus":
+        return None
+    if low == "all":
+        return Selection(vendor, None, key, raw)
+    ids: list[str] = []
+    for item in value.split(","):
+        for ident in _parse_item(key, raw, item.strip()):
+            if ident not in ids:
+                ids.append(ident)
+    return Selection(vendor, tuple(ids), key, raw)
+
+
+def _parse_item(key: str, raw: str, item: str) -> list[str]:
+    if _INDEX.fullmatch(item):
+        return [str(int(item))]
+    m = _RANGE.fullmatch(item)
+    if m and int(m.group(1)) <= int(m.group(2)):
+        return [str(i) for i in range(int(m.group(1)), int(m.group(2)) + 1)]
+    if _NV_UUID.fullmatch(item):
+        return ["GPU-" + item[4:].lower()]
+    if _AMD_UUID.fullmatch(item):
+        return [hex(int(item, 16))]
+    m = _PCI.fullmatch(item)
+    if m:
+        return [normalize_pci(item)]
+    raise RequestError(f"{key}={raw!r}: cannot read {item!r} as a GPU; expected all, none, an index (0), "
+                       "a range (0-3), a UUID (GPU-… or 0x…) or a PCI address (0000:3b:00.0)")
+
+
+def normalize_pci(address: str) -> str:
+    """A PCI address in the kernel's long form, lower case: 0000:3b:00.0."""
+    m = _PCI.fullmatch(address.strip())
+    if not m:
+        raise RequestError(f"not a PCI address: {address!r}")
+    domain = int(m.group(1), 16) if m.group(1) else 0
+    return f"{domain:04x}:{int(m.group(2), 16):02x}:{int(m.group(3), 16):02x}.{m.group(4)}"

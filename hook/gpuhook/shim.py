@@ -1,0 +1,128 @@
+"""gpuhook-runtime: a runc-compatible shim. Edits config.json on create/run when GPUs are asked for,
+then execs the real runtime with every argument unchanged.
+
+The pass-through path sits in front of every container on a host: it imports only os, sys, json and
+the tiny config reader, and execs the runtime before anything heavy loads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import NoReturn
+
+from gpuhook.configfile import config_path, read_table
+from gpuhook.errors import GpuhookError, RuntimeNotFoundError, SpecError
+
+_GLOBAL_VALUE_FLAGS = {"--root", "--log", "--log-format", "--criu", "--rootless"}
+_CMD_VALUE_FLAGS = {"--bundle", "-b", "--console-socket", "--pid-file", "--preserve-fds"}
+_DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_MARKERS = (b"gpuhook.dev/", b"NVIDIA_VISIBLE_DEVICES", b"AMD_VISIBLE_DEVICES")
+
+
+class RuncArgs:
+    """What the shim needs from a runc command line: the command, bundle, container id, log options."""
+
+    __slots__ = ("bundle", "command", "container_id", "log", "log_format")
+
+    def __init__(self, argv: list[str]) -> None:
+        self.command: str | None = None
+        self.bundle = "."
+        self.container_id = ""
+        self.log: str | None = None
+        self.log_format = "text"
+        i = 0
+        while i < len(argv):
+            arg = argv[i]
+            name, eq, value = arg.partition("=")
+            if self.command is None:
+                if name in _GLOBAL_VALUE_FLAGS:
+                    if not eq:
+                        i += 1
+                        value = argv[i] if i < len(argv) else ""
+                    if name == "--log":
+                        self.log = value
+                    elif name == "--log-format":
+                        self.log_format = value
+                elif not arg.startswith("-"):
+                    self.command = arg
+            elif name in _CMD_VALUE_FLAGS:
+                if not eq:
+                    i += 1
+                    value = argv[i] if i < len(argv) else ""
+                if name in ("--bundle", "-b"):
+                    self.bundle = value
+            elif not arg.startswith("-") and not self.container_id:
+                self.container_id = arg
+            i += 1
+
+
+def main() -> NoReturn:
+    """Entry point of gpuhook-runtime: maybe edit config.json, then exec the runtime."""
+    args = RuncArgs(sys.argv[1:])
+    try:
+        path, explicit = config_path()
+        table = read_table(path, explicit)
+        runtime = find_runtime(str(table.get("runtime", "runc")))
+        if args.command in ("create", "run"):
+            _maybe_inject(args, table, path)
+    except GpuhookError as e:
+        _fail(args, str(e))
+    try:
+        os.execv(runtime, [runtime, *sys.argv[1:]])
+    except OSError as e:
+        _fail(args, f"cannot execute the runtime {runtime}: {e.strerror}")
+
+
+def _maybe_inject(args: RuncArgs, table: dict[str, object], path: str) -> None:
+    spec_path = os.path.join(args.bundle, "config.json")
+    try:
+        with open(spec_path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise SpecError(f"bundle {os.path.abspath(args.bundle)} has no readable config.json ({e.strerror})") from e
+    if not any(m in data for m in _MARKERS):
+        try:
+            json.loads(data)
+        except ValueError as e:
+            raise SpecError(f"{spec_path} is not valid JSON ({e})") from e
+        return
+    from gpuhook import inject, spec
+
+    new = inject.edited_spec(spec.load_spec(data, spec_path), args.bundle, args.container_id, table, path)
+    if new is not None:
+        spec.write_atomic(spec_path, new)
+
+
+def find_runtime(name: str) -> str:
+    """The absolute path of the runtime `name` (a path, or a name on PATH); never this shim itself."""
+    if "/" in name:
+        candidates = [name]
+    else:
+        candidates = [os.path.join(d, name) for d in os.environ.get("PATH", _DEFAULT_PATH).split(":") if d]
+    for c in candidates:
+        if os.path.isfile(c) and os.access(c, os.X_OK):
+            if os.path.realpath(c) == os.path.realpath(sys.argv[0]):
+                raise RuntimeNotFoundError(f"runtime {name!r} is gpuhook-runtime itself: set `runtime` in "
+                                           "the gpuhook config to the real runtime (e.g. /usr/sbin/runc)")
+            return os.path.abspath(c)
+    where = "" if "/" in name else " on PATH"
+    raise RuntimeNotFoundError(f"runtime {name!r} not found{where}: install runc or set `runtime` in the "
+                               "gpuhook config to the low-level runtime's absolute path")
+
+
+def _fail(args: RuncArgs, message: str) -> NoReturn:
+    """Report one line on stderr (and in runc's --log file, where containerd reads errors) and exit 1."""
+    line = message.replace("\n", " ")
+    sys.stderr.write(f"gpuhook-runtime: {line}\n")
+    if args.log:
+        try:
+            with open(args.log, "a") as f:
+                if args.log_format == "json":
+                    f.write(json.dumps({"level": "error", "msg": f"gpuhook: {line}"}) + "\n")
+                else:
+                    f.write(f'level=error msg="gpuhook: {line}"\n')
+        except OSError:
+            pass
+    sys.exit(1)

@@ -1,0 +1,96 @@
+"""config.json: read a bundle's spec, apply Edits to the raw dict, write it back atomically."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import tempfile
+from typing import Any
+
+from gpuhook.edits import Edits
+from gpuhook.errors import SpecError
+from gpuhook.proc import SAFE_ENV
+
+Spec = dict[str, Any]
+
+
+def load_spec(data: bytes, path: str) -> Spec:
+    """Parse config.json bytes; SpecError when they are not a JSON object."""
+    try:
+        spec = json.loads(data)
+    except ValueError as e:
+        raise SpecError(f"{path} is not valid JSON ({e}); the bundle is broken, not the GPU request") from e
+    if not isinstance(spec, dict):
+        raise SpecError(f"{path} is not a JSON object")
+    return spec
+
+
+def rootfs(spec: Spec, bundle: str) -> str:
+    """The absolute path of the container's root filesystem."""
+    root = spec.get("root", {}).get("path", "rootfs")
+    return os.path.normpath(os.path.join(os.path.abspath(bundle), root))
+
+
+def apply_edits(spec: Spec, edits: Edits, root_path: str, ldconfig: str) -> Spec:
+    """A copy of `spec` with the edits added (idempotent: what is already there is not added twice)."""
+    out = copy.deepcopy(spec)
+    linux = out.setdefault("linux", {})
+    devices = linux.setdefault("devices", [])
+    have = {d.get("path") for d in devices}
+    for n in edits.device_nodes:
+        if n.path not in have:
+            devices.append({"path": n.path, "type": n.kind, "major": n.major, "minor": n.minor,
+                            "fileMode": n.mode, "uid": n.uid, "gid": n.gid})
+    rules = linux.setdefault("resources", {}).setdefault("devices", [])
+    for r in edits.device_rules:
+        rule = {"allow": True, "type": r.kind, "major": r.major, "minor": r.minor, "access": r.access}
+        if rule not in rules:
+            rules.append(rule)
+    mounts = out.setdefault("mounts", [])
+    taken = {m.get("destination") for m in mounts}
+    for m in edits.mounts:
+        if m.container_path not in taken:
+            mounts.append({"destination": m.container_path, "type": "bind", "source": m.host_path,
+                           "options": list(m.options)})
+    process = out.setdefault("process", {})
+    env = process.setdefault("env", [])
+    for kv in edits.env:
+        key = kv.split("=", 1)[0] + "="
+        env[:] = [e for e in env if not e.startswith(key)] + [kv]
+    if edits.additional_gids:
+        gids = process.setdefault("user", {}).setdefault("additionalGids", [])
+        gids.extend(g for g in edits.additional_gids if g not in gids)
+    stages = out.setdefault("hooks", {})
+    for h in edits.hooks:
+        _add_hook(stages, h.stage, {"path": h.path, "args": list(h.args), "env": list(h.env)})
+    if edits.ldcache_dirs:
+        env_list = [f"{k}={v}" for k, v in SAFE_ENV.items()]
+        _add_hook(stages, "createContainer", {"path": ldconfig, "args": ["ldconfig", "-r", root_path,
+                                                                          *edits.ldcache_dirs],
+                                              "env": env_list})
+    return out
+
+
+def _add_hook(stages: dict[str, Any], stage: str, hook: dict[str, Any]) -> None:
+    entries = stages.setdefault(stage, [])
+    if hook not in entries:
+        entries.append(hook)
+
+
+def write_atomic(path: str, spec: Spec) -> None:
+    """Replace `path` with `spec` as JSON: temp file in the same dir, fsync, rename; keeps the file mode."""
+    directory = os.path.dirname(os.path.abspath(path))
+    mode = os.stat(path).st_mode & 0o7777 if os.path.exists(path) else 0o644
+    fd, tmp = tempfile.mkstemp(prefix=".config.json.", dir=directory)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(spec, f, separators=(",", ":"))
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

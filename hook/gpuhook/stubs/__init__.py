@@ -1,0 +1,45 @@
+"""Build the simulator's stub ELF libraries and tools with the host C compiler, cached by content."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from importlib import resources
+
+from gpuhook.errors import SimulatorError
+from gpuhook.proc import run
+
+
+def cache_dir() -> str:
+    """Where compiled stubs are kept between runs ($GPUHOOK_STUB_CACHE, else the XDG cache)."""
+    env = os.environ.get("GPUHOOK_STUB_CACHE")
+    if env:
+        return env
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "gpuhook", "stubs")
+
+
+def build(source: str, out_name: str, *, soname: str | None = None, defines: dict[str, str] | None = None,
+          libs: tuple[str, ...] = ()) -> str:
+    """Compile stubs/`source` into a shared library (with `soname`) or an executable; return its cached path."""
+    code = resources.files(__package__).joinpath(source).read_text()
+    flags = [f"-D{k}={v}" for k, v in sorted((defines or {}).items())]
+    if soname:
+        flags += ["-shared", "-fPIC", f"-Wl,-soname,{soname}"]
+    key = hashlib.sha256("\0".join([code, out_name, *flags, *libs]).encode()).hexdigest()[:16]
+    out = os.path.join(cache_dir(), key, out_name)
+    if os.path.exists(out):
+        return out
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        raise SimulatorError("the simulator needs a C compiler to build stub libraries: "
+                             "apt-get install gcc libc6-dev")
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    src = out + ".c"
+    with open(src, "w") as f:
+        f.write(code)
+    tmp = f"{out}.tmp{os.getpid()}"
+    run([cc, "-O1", "-o", tmp, src, *flags, *libs])
+    os.replace(tmp, out)
+    return out
