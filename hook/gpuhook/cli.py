@@ -66,20 +66,20 @@ def _list(args: argparse.Namespace) -> int:
     from gpuhook.root import Root
 
     inventory = discover(Root(args.host_root or load().host_root))
-    rows = [{"vendor": g.vendor, "index": g.index, "uuid": g.uuid, "pci": g.pci, "model": g.model,
-             "arch": g.arch, "driver": v.driver_version or "", "nodes": [n.path for n in g.nodes]}
-            for v in inventory.vendors for g in v.gpus]
+    gpus = [(v, g) for v in inventory.vendors for g in v.gpus]
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps([{"vendor": g.vendor, "index": g.index, "uuid": g.uuid, "pci": g.pci, "model": g.model,
+                           "arch": g.arch, "driver": v.driver_version, "nodes": [n.path for n in g.nodes]}
+                          for v, g in gpus], indent=2))
         return 0
-    if not rows:
+    if not gpus:
         print(f"no GPUs found under host root {inventory.root}")
         return 0
     print(f"{'VENDOR':7} {'IDX':>3}  {'UUID':42} {'PCI':13} {'DRIVER':10} {'MODEL / ARCH':24} NODES")
-    for r in rows:
-        model = " ".join(str(x) for x in (r["model"], r["arch"]) if x)
-        print(f"{r['vendor']:7} {r['index']:>3}  {r['uuid']:42} {r['pci']:13} {r['driver']:10} {model:24} "
-              + " ".join(r["nodes"]))
+    for v, g in gpus:
+        model = " ".join(dict.fromkeys(x for x in (g.model, g.arch) if x))
+        nodes = " ".join(n.path for n in g.nodes)
+        print(f"{g.vendor:7} {g.index:>3}  {g.uuid:42} {g.pci:13} {v.driver_version or '':10} {model:24} {nodes}")
     return 0
 
 

@@ -6,7 +6,7 @@ import os
 from typing import Any
 
 from gpuhook import logs
-from gpuhook.config import Config, from_table
+from gpuhook.config import from_table
 from gpuhook.discover import discover
 from gpuhook.errors import ConfigError
 from gpuhook.plan import plan_edits

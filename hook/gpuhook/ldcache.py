@@ -33,6 +33,8 @@ def parse(data: bytes, required: int | None = None) -> list[tuple[str, str]]:
         pos += _ENTRY.size
         if flags & 0xFF != _FLAG_ELF_LIBC6 or flags & 0xFF00 != want:
             continue
+        if start + max(key, value) >= len(data):
+            continue
         out.append((_cstr(data, start + key), _cstr(data, start + value)))
     return out
 

@@ -11,10 +11,10 @@ SAFE_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"}
 
 def run(argv: list[str], timeout: float = 60.0, cwd: str | None = None,
         extra_env: dict[str, str] | None = None) -> str:
-    """Run `argv` with SAFE_ENV (plus `extra_env`) and no stdin; return stdout. Raises ProcessError on failure."""
+    """Run `argv` with SAFE_ENV (plus `extra_env`), no stdin; return stdout. Raises ProcessError on failure."""
     try:
-        done = subprocess.run(argv, env={**SAFE_ENV, **(extra_env or {})}, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True,
-                              text=True, timeout=timeout, check=False)
+        done = subprocess.run(argv, env={**SAFE_ENV, **(extra_env or {})}, cwd=cwd, stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=timeout, check=False)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise ProcessError(f"{argv[0]} could not run: {e}") from e
     if done.returncode != 0:

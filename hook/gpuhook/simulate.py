@@ -46,15 +46,16 @@ class HostSpec:
     amd_driver: str | None = "6.7.0"  # None: the in-kernel amdgpu (no /sys/module/amdgpu/version)
     gfx_target_version: int = 90402  # gfx942
     bmc_card: bool = True  # a VGA card0 (a BMC) before the AMD GPUs' card nodes, as on servers
+    drivers_without_gpus: tuple[str, ...] = ()  # vendors whose driver is loaded even with no GPU
 
 
 def build_host(root: str, spec: HostSpec) -> str:
     """Create (or re-create) a simulated host at `root`; return its absolute path. Needs root for mknod."""
     root = os.path.abspath(root)
     _prepare(root)
-    if spec.nvidia:
+    if spec.nvidia or "nvidia" in spec.drivers_without_gpus:
         _nvidia(root, spec)
-    if spec.amd:
+    if spec.amd or "amd" in spec.drivers_without_gpus:
         _amd(root, spec)
     with open(os.path.join(root, MARKER), "w") as f:
         f.write(f"nvidia={spec.nvidia} amd={spec.amd}\n")

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Install gpuhook from this checkout (run as root):
+#   ./install.sh            a virtualenv in /opt/gpuhook, gpuhook + gpuhook-runtime linked into /usr/local/bin,
+#                           /etc/gpuhook/config.toml written if there is none
+#   ./install.sh --demo     the same, then `gpuhook demo` (a container through the shim; simulated GPUs if none)
+#   ./install.sh --uninstall   remove the links and the virtualenv (the config stays)
+# Idempotent: running it again upgrades in place.
+set -euo pipefail
+src=$(cd "$(dirname "$0")" && pwd)
+prefix=${GPUHOOK_PREFIX:-/opt/gpuhook}
+bindir=${GPUHOOK_BINDIR:-/usr/local/bin}
+config=/etc/gpuhook/config.toml
+demo=0
+case "${1:-}" in
+  --demo) demo=1 ;;
+  --uninstall)
+    for b in gpuhook gpuhook-runtime; do
+      [ "$(readlink "$bindir/$b" 2>/dev/null)" = "$prefix/bin/$b" ] && rm -f "$bindir/$b"
+    done
+    rm -rf "$prefix"
+    echo "gpuhook removed ($config kept)"
+    exit 0 ;;
+  "") ;;
+  *) echo "usage: $0 [--demo | --uninstall]" >&2; exit 2 ;;
+esac
+[ "$(id -u)" = 0 ] || { echo "install.sh: run as root (gpuhook is invoked by the container runtime as root)" >&2; exit 1; }
+
+if command -v apt-get >/dev/null 2>&1; then
+  need=""
+  pkgs="runc"
+  [ "$demo" = 1 ] && pkgs="$pkgs busybox-static gcc libc6-dev"
+  for pkg in $pkgs; do dpkg -s "$pkg" >/dev/null 2>&1 || need="$need $pkg"; done
+  python3 -c 'import ensurepip' >/dev/null 2>&1 || need="$need python3-venv"
+  if [ -n "$need" ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $need >/dev/null
+  fi
+fi
+
+[ -x "$prefix/bin/python" ] || python3 -m venv "$prefix"
+"$prefix/bin/pip" install -q --disable-pip-version-check "$src"
+mkdir -p "$bindir"
+for b in gpuhook gpuhook-runtime; do ln -sfn "$prefix/bin/$b" "$bindir/$b"; done
+if [ ! -e "$config" ]; then
+  install -D -m 0644 "$src/runtime-config/config.toml" "$config"
+  echo "wrote $config"
+fi
+echo "installed gpuhook $("$prefix/bin/gpuhook" version | cut -d' ' -f2) in $prefix; shim: $bindir/gpuhook-runtime"
+if [ "$demo" = 1 ]; then
+  exec "$bindir/gpuhook" demo
+fi
