@@ -39,6 +39,10 @@ fi
 
 [ -x "$prefix/bin/python" ] || python3 -m venv "$prefix"
 "$prefix/bin/pip" install -q --disable-pip-version-check "$src"
+# replace pip's wrappers with isolated (-I -S) launchers: faster in front of every container, and no
+# PYTHON* variable from the caller's environment reaches a root process
+purelib=$("$prefix/bin/python3" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+"$prefix/bin/python3" -m gpuhook.launcher "$prefix/bin" "$purelib" >/dev/null
 mkdir -p "$bindir"
 for b in gpuhook gpuhook-runtime; do ln -sfn "$prefix/bin/$b" "$bindir/$b"; done
 if [ ! -e "$config" ]; then

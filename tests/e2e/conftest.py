@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -18,7 +19,21 @@ import pytest
 from gpuhook.bundle import make_bundle, make_rootfs, oci_config
 from gpuhook.simulate import HostSpec, build_host
 
-SHIM = os.path.join(os.path.dirname(sys.executable), "gpuhook-runtime")
+HOOK_DIR = str(Path(__file__).parents[2] / "hook")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _launchers(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The shim as install.sh installs it: an isolated `python -I -S` launcher, on this checkout's source."""
+    global SHIM
+    from gpuhook.launcher import write_launchers
+
+    bindir = str(tmp_path_factory.mktemp("bin"))
+    purelib = sysconfig.get_paths()["purelib"]
+    SHIM = write_launchers(bindir, sys.executable, [HOOK_DIR, purelib])["gpuhook-runtime"]
+
+
+SHIM = ""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

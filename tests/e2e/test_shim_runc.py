@@ -150,18 +150,26 @@ def test_runtime_not_found(mixed_host: str, run_container: Run) -> None:
 
 
 def test_config_json_not_json(mixed_host: str, run_container: Run) -> None:
-    def corrupt(spec: dict[str, object]) -> None:
+    def ask(spec: dict[str, object]) -> None:
         spec["annotations"] = {"gpuhook.dev/gpus": "0"}
 
-    r0 = run_container(mixed_host, RAN, spec_edit=corrupt, runtime="/bin/false")  # only to get a bundle
+    r0 = run_container(mixed_host, RAN, spec_edit=ask, runtime="/bin/false")  # only to get a bundle
     path = r0.bundle / "config.json"
-    broken = path.read_bytes()[:-20]
-    path.write_bytes(broken)
-    for data in (broken, b"not json at all"):
+    for data in (path.read_bytes()[:-20], b'{"annotations": {"gpuhook.dev/gpus": "0"}, oops}'):
         path.write_bytes(data)
         r = _rerun(r0)
         _assert_refused(r, "config.json", "not valid JSON")
         assert path.read_bytes() == data
+
+
+def test_config_json_not_json_without_request_is_runcs_to_refuse(mixed_host: str, run_container: Run) -> None:
+    r0 = run_container(mixed_host, RAN, runtime="/bin/false")
+    path = r0.bundle / "config.json"
+    path.write_bytes(b"not json at all")
+    r = _rerun(r0)  # pass-through: handed to runc untouched, which refuses it itself
+    assert r.rc != 0 and "runc run failed" in r.err and "gpuhook" not in r.err
+    assert path.read_bytes() == b"not json at all"
+    assert not (r0.bundle / "rootfs/ran").exists()
 
 
 def test_bundle_without_config_json(mixed_host: str, run_container: Run) -> None:
@@ -180,13 +188,13 @@ def test_runtime_errors_land_in_runc_log_for_containerd(mixed_host: str, run_con
 
 
 def _rerun(previous: Result) -> Result:
-    from .conftest import SHIM
+    from . import conftest
 
     cfg = previous.bundle.parent / f"{previous.cid}.toml"
     text = cfg.read_text().replace('runtime = "/bin/false"', 'runtime = "runc"').replace('runtime = "/bin/true"',
                                                                                         'runtime = "runc"')
     cfg.write_text(text)
-    proc = subprocess.run([SHIM, "run", "--bundle", str(previous.bundle), previous.cid],
+    proc = subprocess.run([conftest.SHIM, "run", "--bundle", str(previous.bundle), previous.cid],
                           env={"PATH": os.environ["PATH"], "GPUHOOK_CONFIG": str(cfg)},
                           capture_output=True, text=True, timeout=60, check=False)
     return Result(proc.returncode, proc.stdout, proc.stderr, previous.bundle, b"", previous.cid)

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import marshal
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -60,3 +63,60 @@ def test_shipped_default_config_is_valid(monkeypatch: pytest.MonkeyPatch) -> Non
     path = Path(__file__).parents[2] / "runtime-config" / "config.toml"
     monkeypatch.setenv("GPUHOOK_CONFIG", str(path))
     assert load().runtime == "runc"
+
+
+def _write(p: Path, text: str) -> None:
+    p.write_text(text)
+
+
+def test_cache_serves_the_parsed_table_and_notices_changes(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    cfg = tmp_path / "c.toml"
+    _write(cfg, 'runtime = "runc"\n')
+    assert read_table(str(cfg), True, str(cache)) == {"runtime": "runc"}
+    assert len(os.listdir(cache)) == 1 and stat.S_IMODE(cache.stat().st_mode) == 0o700
+    _write(cfg, 'runtime = "/usr/sbin/crun"\n')  # a different size and mtime
+    assert read_table(str(cfg), True, str(cache)) == {"runtime": "/usr/sbin/crun"}
+
+
+def test_cache_is_really_used(tmp_path: Path) -> None:
+    cache, cfg = tmp_path / "cache", tmp_path / "c.toml"
+    _write(cfg, 'runtime = "runc"\n')
+    read_table(str(cfg), True, str(cache))
+    (entry,) = cache.iterdir()
+    key, _ = marshal.loads(entry.read_bytes())
+    entry.write_bytes(marshal.dumps((key, {"runtime": "from-cache"})))
+    assert read_table(str(cfg), True, str(cache)) == {"runtime": "from-cache"}
+
+
+def test_cache_written_by_others_is_ignored(tmp_path: Path) -> None:
+    cache, cfg = tmp_path / "cache", tmp_path / "c.toml"
+    _write(cfg, 'runtime = "runc"\n')
+    read_table(str(cfg), True, str(cache))
+    (entry,) = cache.iterdir()
+    key, _ = marshal.loads(entry.read_bytes())
+    entry.write_bytes(marshal.dumps((key, {"runtime": "/tmp/evil"})))
+    os.chmod(cache, 0o777)  # a directory anyone could have written into
+    assert read_table(str(cfg), True, str(cache)) == {"runtime": "runc"}
+    os.chmod(cache, 0o700)
+    os.chmod(entry, 0o666)
+    assert read_table(str(cfg), True, str(cache)) == {"runtime": "runc"}
+
+
+def test_cache_entry_behind_a_symlink_is_ignored(tmp_path: Path) -> None:
+    cache, cfg = tmp_path / "cache", tmp_path / "c.toml"
+    _write(cfg, 'runtime = "runc"\n')
+    read_table(str(cfg), True, str(cache))
+    (entry,) = cache.iterdir()
+    key, _ = marshal.loads(entry.read_bytes())
+    evil = tmp_path / "evil"
+    evil.write_bytes(marshal.dumps((key, {"runtime": "/tmp/evil"})))
+    os.unlink(entry)
+    os.symlink(evil, entry)
+    assert read_table(str(cfg), True, str(cache)) == {"runtime": "runc"}
+
+
+def test_toml_values_that_marshal_cannot_hold_still_parse(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    _write(cfg, "when = 1979-05-27T07:32:00Z\n")
+    assert "when" in read_table(str(cfg), True, str(tmp_path / "cache"))

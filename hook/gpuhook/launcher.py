@@ -1,0 +1,44 @@
+"""Write fast, isolated launchers for gpuhook's entry points: `python -I -S` plus an explicit sys.path.
+
+pip's console-script wrappers start Python with site processing and import `re`; in front of every
+container that is a third of the shim's cost. `-I` also keeps PYTHON* variables away from a root process.
+Usage: python -m gpuhook.launcher DEST_DIR [SYS_PATH_ENTRY ...]  (default: where gpuhook is installed).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+ENTRIES = {"gpuhook": "gpuhook.cli", "gpuhook-runtime": "gpuhook.shim"}
+
+
+def write_launchers(dest: str, python: str, path_entries: list[str]) -> dict[str, str]:
+    """Write one launcher per entry point into `dest` (temp + rename); return name -> path. Writes files."""
+    written = {}
+    for name, module in ENTRIES.items():
+        target = os.path.join(dest, name)
+        tmp = f"{target}.tmp{os.getpid()}"
+        with open(tmp, "w") as f:
+            f.write(f"#!{python} -IS\nimport sys\nsys.path[:0] = {path_entries!r}\n"
+                    f"from {module} import main\nsys.exit(main())\n")
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, target)
+        written[name] = target
+    return written
+
+
+def main() -> int:
+    """`python -m gpuhook.launcher DEST_DIR [SYS_PATH_ENTRY ...]`."""
+    if len(sys.argv) < 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    entries = sys.argv[2:] or [here]
+    for path in write_launchers(sys.argv[1], sys.executable, entries).values():
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
