@@ -3,22 +3,27 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from importlib import resources
-from typing import Any
+import os
 
-from gpuhook.configfile import config_path, read_table
+from gpuhook.configfile import config_path, read_config, remember_valid
 from gpuhook.errors import ConfigError
+from gpuhook.record import record
+
+TYPE_CHECKING = False  # typing costs milliseconds to import: the GPU path sits in front of a container start
+if TYPE_CHECKING:
+    from typing import Any
+
+SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "config.schema.json")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Policy:
     """What the admin allows containers to ask for."""
 
     accept_env_requests: bool = True
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Config:
     """Settings from config.toml, with defaults."""
 
@@ -29,18 +34,21 @@ class Config:
     log_file: str | None = None
     log_level: str = "info"
     ldconfig: str = "/sbin/ldconfig"
-    policy: Policy = field(default_factory=Policy)
+    policy: Policy = Policy()  # frozen: one shared default is safe
 
 
 def load() -> Config:
     """Read and validate the config named by GPUHOOK_CONFIG or the default path. Reads a file."""
     path, explicit = config_path()
-    return from_table(read_table(path, explicit), path)
+    table, validated = read_config(path, explicit)
+    return from_table(table, path, validated)
 
 
-def from_table(table: dict[str, Any], path: str) -> Config:
-    """Validate a parsed TOML table against the shipped schema; ConfigError names the key."""
-    _validate(table, path)
+def from_table(table: dict[str, Any], path: str, validated: bool = False) -> Config:
+    """Validate a parsed TOML table against the shipped schema (unless this file already passed)."""
+    if not validated:
+        _validate(table, path)
+        remember_valid(path, table)
     policy = Policy(**table.get("policy", {}))
     top = {k: v for k, v in table.items() if k != "policy"}
     return Config(path=path, policy=policy, **top)
@@ -48,7 +56,8 @@ def from_table(table: dict[str, Any], path: str) -> Config:
 
 def schema() -> dict[str, Any]:
     """The JSON schema of config.toml shipped in the package."""
-    loaded: dict[str, Any] = json.loads(resources.files("gpuhook").joinpath("config.schema.json").read_text())
+    with open(SCHEMA) as f:
+        loaded: dict[str, Any] = json.load(f)
     return loaded
 
 

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import marshal
 import os
-from typing import Any
 
 from gpuhook.errors import ConfigError
+
+TYPE_CHECKING = False  # typing costs milliseconds to import; only type checkers need it here
+if TYPE_CHECKING:
+    from typing import Any
 
 DEFAULT_PATH = "/etc/gpuhook/config.toml"
 ENV = "GPUHOOK_CONFIG"
@@ -25,21 +28,39 @@ def config_path() -> tuple[str, bool]:
 
 def read_table(path: str, explicit: bool, cache_dir: str | None = CACHE_DIR) -> dict[str, Any]:
     """The TOML table at `path`; {} when the default file is absent. Reads (and may cache) a file."""
+    return read_config(path, explicit, cache_dir)[0]
+
+
+def read_config(path: str, explicit: bool, cache_dir: str | None = CACHE_DIR) -> tuple[dict[str, Any], bool]:
+    """The TOML table at `path` and whether this very file was validated before (then it need not be again)."""
     try:
         st = os.stat(path)
     except FileNotFoundError as e:
         if not explicit:
-            return {}
+            return {}, False
         raise ConfigError(f"config {path} (from {ENV}) does not exist: create it or unset {ENV}") from e
     except OSError as e:
         raise ConfigError(f"config {path} cannot be read: {e.strerror}") from e
-    key = (path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    key = _key(path, st)
     cached = _cache_get(cache_dir, key)
     if cached is not None:
         return cached
     table = _parse(path)
-    _cache_put(cache_dir, key, table)
-    return table
+    _cache_put(cache_dir, key, table, False)
+    return table, False
+
+
+def remember_valid(path: str, table: dict[str, Any], cache_dir: str | None = CACHE_DIR) -> None:
+    """Record that `table`, read from `path` as it is now, passed validation. Writes the cache."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    _cache_put(cache_dir, _key(path, st), table, True)
+
+
+def _key(path: str, st: os.stat_result) -> tuple[object, ...]:
+    return (path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def _parse(path: str) -> dict[str, Any]:
@@ -63,7 +84,7 @@ def _trusted(st: os.stat_result) -> bool:
     return st.st_uid == os.geteuid() and not st.st_mode & 0o022
 
 
-def _cache_get(cache_dir: str | None, key: tuple[object, ...]) -> dict[str, Any] | None:
+def _cache_get(cache_dir: str | None, key: tuple[object, ...]) -> tuple[dict[str, Any], bool] | None:
     if not cache_dir:
         return None
     try:
@@ -76,15 +97,15 @@ def _cache_get(cache_dir: str | None, key: tuple[object, ...]) -> dict[str, Any]
         if not _trusted(os.fstat(fd)):
             return None
         with os.fdopen(fd, "rb", closefd=False) as f:
-            stored_key, table = marshal.loads(f.read())
+            stored_key, table, valid = marshal.loads(f.read())
     except (OSError, ValueError, EOFError, TypeError):
         return None
     finally:
         os.close(fd)
-    return table if stored_key == key and isinstance(table, dict) else None
+    return (table, valid is True) if stored_key == key and isinstance(table, dict) else None
 
 
-def _cache_put(cache_dir: str | None, key: tuple[object, ...], table: dict[str, Any]) -> None:
+def _cache_put(cache_dir: str | None, key: tuple[object, ...], table: dict[str, Any], valid: bool) -> None:
     """Best effort: a cache that cannot be written only costs the next container a TOML parse."""
     if not cache_dir:
         return
@@ -96,7 +117,7 @@ def _cache_put(cache_dir: str | None, key: tuple[object, ...], table: dict[str, 
         tmp = f"{target}.{os.getpid()}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         with os.fdopen(fd, "wb") as f:
-            f.write(marshal.dumps((key, table)))  # type: ignore[arg-type]  # TOML values marshal, or ValueError
+            f.write(marshal.dumps((key, table, valid)))  # type: ignore[arg-type]  # TOML values marshal, or ValueError
         os.replace(tmp, target)
     except (OSError, ValueError):
         return

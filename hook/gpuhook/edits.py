@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gpuhook.inventory import DeviceNode
+from gpuhook.record import record
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Mount:
     """A read-only bind mount of a host file into the container."""
 
@@ -16,7 +15,7 @@ class Mount:
     options: tuple[str, ...] = ("ro", "nosuid", "nodev", "bind")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class DeviceRule:
     """A device cgroup allow rule."""
 
@@ -26,7 +25,7 @@ class DeviceRule:
     access: str = "rwm"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Hook:
     """An OCI hook for one stage."""
 
@@ -36,7 +35,7 @@ class Hook:
     env: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Edits:
     """What to add to a container: device nodes, cgroup rules, mounts, env, gids, linker cache, hooks."""
 

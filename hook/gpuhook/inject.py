@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from gpuhook import logs
 from gpuhook.config import from_table
@@ -12,12 +11,19 @@ from gpuhook.errors import ConfigError
 from gpuhook.plan import plan_edits
 from gpuhook.request import env_map, parse_request
 from gpuhook.root import Root
-from gpuhook.spec import Spec, apply_edits, rootfs
+from gpuhook.spec import apply_edits, rootfs
+
+TYPE_CHECKING = False  # typing costs milliseconds to import: the GPU path sits in front of a container start
+if TYPE_CHECKING:
+    from typing import Any
+
+    from gpuhook.spec import Spec
 
 
-def edited_spec(spec: Spec, bundle: str, container_id: str, table: dict[str, Any], config_path: str) -> Spec | None:
+def edited_spec(spec: Spec, bundle: str, container_id: str, table: dict[str, Any], config_path: str,
+                validated: bool = False) -> Spec | None:
     """The spec with the container's GPUs added, or None when it asks for nothing. Reads the host only."""
-    config = from_table(table, config_path)
+    config = from_table(table, config_path, validated)
     log = logs.logger(config, container_id, "shim")
     annotations = spec.get("annotations") or {}
     env = env_map((spec.get("process") or {}).get("env") or [])

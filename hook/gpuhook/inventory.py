@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from gpuhook.record import record
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class DeviceNode:
     """A device node as the host has it: path (host-absolute), type, numbers, permissions."""
 
@@ -22,7 +22,7 @@ class DeviceNode:
         return (self.mode & 0o006) != 0o006
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Gpu:
     """One GPU: its identities and the device nodes that belong to it alone."""
 
@@ -36,7 +36,7 @@ class Gpu:
     arch: str = ""  # NVIDIA: empty here; AMD: gfx target, e.g. gfx90a
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class DriverFile:
     """A driver library or tool on the host, for one capability.
 
@@ -50,7 +50,7 @@ class DriverFile:
     target: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class VendorInventory:
     """Everything one vendor's driver offers on the host."""
 
@@ -62,7 +62,7 @@ class VendorInventory:
     notes: tuple[str, ...] = ()  # what discovery found odd, for doctor and logs
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Inventory:
     """The whole host: one entry per vendor whose driver is present."""
 

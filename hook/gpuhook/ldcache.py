@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import platform
+import os
 import struct
 
 _NEW_MAGIC = b"glibc-ld.so.cache1.1"
@@ -14,7 +14,7 @@ _ARCH_FLAGS = {"x86_64": 0x0300, "aarch64": 0x0A00, "ppc64le": 0x0500, "riscv64"
 
 def arch_flag(machine: str | None = None) -> int:
     """The cache's required-flags value for 64-bit libraries of this machine."""
-    return _ARCH_FLAGS.get(machine or platform.machine(), 0)
+    return _ARCH_FLAGS.get(machine or os.uname().machine, 0)
 
 
 def parse(data: bytes, required: int | None = None) -> list[tuple[str, str]]:

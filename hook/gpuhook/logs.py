@@ -2,21 +2,35 @@
 
 from __future__ import annotations
 
-import logging
-from typing import Any
-
 from gpuhook.config import Config
+
+TYPE_CHECKING = False  # typing costs milliseconds to import: the GPU path sits in front of a container start
+if TYPE_CHECKING:
+    from typing import Any
+
+
+class _Discard:
+    """The logger when no log_file is set: structlog (tens of milliseconds to import) is not loaded."""
+
+    def bind(self, **_: Any) -> _Discard:
+        return self
+
+    def _drop(self, event: str, **_: Any) -> None:
+        return None
+
+    debug = info = warning = error = exception = _drop
 
 
 def logger(config: Config, container_id: str, component: str) -> Any:
     """A structlog logger writing JSON lines to config.log_file (nothing when unset). Opens a file."""
+    if not config.log_file:
+        return _Discard()
+    import logging
+
     import structlog
 
     level = getattr(logging, config.log_level.upper())
-    if config.log_file:
-        factory: Any = structlog.WriteLoggerFactory(file=open(config.log_file, "a", buffering=1))  # noqa: SIM115
-    else:
-        factory = structlog.ReturnLoggerFactory()
+    factory = structlog.WriteLoggerFactory(file=open(config.log_file, "a", buffering=1))  # noqa: SIM115
     structlog.configure(
         processors=[structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso", utc=True),
                     structlog.processors.JSONRenderer(sort_keys=True)],

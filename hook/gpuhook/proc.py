@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-
 from gpuhook.errors import ProcessError
 
 SAFE_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"}
@@ -12,6 +10,8 @@ SAFE_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"}
 def run(argv: list[str], timeout: float = 60.0, cwd: str | None = None,
         extra_env: dict[str, str] | None = None) -> str:
     """Run `argv` with SAFE_ENV (plus `extra_env`), no stdin; return stdout. Raises ProcessError on failure."""
+    import subprocess  # not at module level: spec.py needs only SAFE_ENV, on the shim's GPU path
+
     try:
         done = subprocess.run(argv, env={**SAFE_ENV, **(extra_env or {})}, cwd=cwd, stdin=subprocess.DEVNULL,
                               capture_output=True, text=True, timeout=timeout, check=False)

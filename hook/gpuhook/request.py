@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 
 from gpuhook.errors import RequestError
+from gpuhook.record import record
 
 PREFIX = "gpuhook.dev/"
 VENDORS = ("nvidia", "amd")
@@ -26,7 +26,7 @@ _AMD_UUID = re.compile(r"0[xX][0-9a-fA-F]{1,16}")
 _PCI = re.compile(r"(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Selection:
     """One ask for GPUs of one vendor (or of the vendor the host makes obvious).
 
@@ -40,7 +40,7 @@ class Selection:
     raw: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Request:
     """Everything a container asks gpuhook for."""
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
-from gpuhook.configfile import config_path, read_table
+from gpuhook.configfile import config_path, read_config
 from gpuhook.errors import GpuhookError, RuntimeNotFoundError, SpecError
 
 TYPE_CHECKING = False  # typing costs milliseconds to import; only type checkers need it here
@@ -66,10 +66,10 @@ def main() -> NoReturn:
     args = RuncArgs(sys.argv[1:])
     try:
         path, explicit = config_path()
-        table = read_table(path, explicit)
+        table, validated = read_config(path, explicit)
         runtime = find_runtime(str(table.get("runtime", "runc")))
         if args.command in ("create", "run"):
-            _maybe_inject(args, table, path)
+            _maybe_inject(args, table, path, validated)
     except GpuhookError as e:
         _fail(args, str(e))
     except Exception as e:  # fail closed: never start a GPU container half-understood
@@ -80,7 +80,7 @@ def main() -> NoReturn:
         _fail(args, f"cannot execute the runtime {runtime}: {e.strerror}")
 
 
-def _maybe_inject(args: RuncArgs, table: dict[str, object], path: str) -> None:
+def _maybe_inject(args: RuncArgs, table: dict[str, object], path: str, validated: bool) -> None:
     spec_path = os.path.join(args.bundle, "config.json")
     try:
         with open(spec_path, "rb") as f:
@@ -91,7 +91,8 @@ def _maybe_inject(args: RuncArgs, table: dict[str, object], path: str) -> None:
         return
     from gpuhook import inject, spec
 
-    new = inject.edited_spec(spec.load_spec(data, spec_path), args.bundle, args.container_id, table, path)
+    new = inject.edited_spec(spec.load_spec(data, spec_path), args.bundle, args.container_id, table, path,
+                             validated)
     if new is not None:
         spec.write_atomic(spec_path, new)
 

@@ -5,14 +5,16 @@ from __future__ import annotations
 import copy
 import json
 import os
-import tempfile
-from typing import Any
 
 from gpuhook.edits import Edits
 from gpuhook.errors import SpecError
 from gpuhook.proc import SAFE_ENV
 
-Spec = dict[str, Any]
+TYPE_CHECKING = False  # typing costs milliseconds to import: the GPU path sits in front of a container start
+if TYPE_CHECKING:
+    from typing import Any
+
+    Spec = dict[str, Any]
 
 
 def load_spec(data: bytes, path: str) -> Spec:
@@ -82,7 +84,8 @@ def write_atomic(path: str, spec: Spec) -> None:
     """Replace `path` with `spec` as JSON: temp file in the same dir, fsync, rename; keeps the file mode."""
     directory = os.path.dirname(os.path.abspath(path))
     mode = os.stat(path).st_mode & 0o7777 if os.path.exists(path) else 0o644
-    fd, tmp = tempfile.mkstemp(prefix=".config.json.", dir=directory)
+    tmp = os.path.join(directory, f".config.json.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         with os.fdopen(fd, "w") as f:
             json.dump(spec, f, separators=(",", ":"))

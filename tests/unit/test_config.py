@@ -84,8 +84,8 @@ def test_cache_is_really_used(tmp_path: Path) -> None:
     _write(cfg, 'runtime = "runc"\n')
     read_table(str(cfg), True, str(cache))
     (entry,) = cache.iterdir()
-    key, _ = marshal.loads(entry.read_bytes())
-    entry.write_bytes(marshal.dumps((key, {"runtime": "from-cache"})))
+    key, _, _ = marshal.loads(entry.read_bytes())
+    entry.write_bytes(marshal.dumps((key, {"runtime": "from-cache"}, False)))
     assert read_table(str(cfg), True, str(cache)) == {"runtime": "from-cache"}
 
 
@@ -94,8 +94,8 @@ def test_cache_written_by_others_is_ignored(tmp_path: Path) -> None:
     _write(cfg, 'runtime = "runc"\n')
     read_table(str(cfg), True, str(cache))
     (entry,) = cache.iterdir()
-    key, _ = marshal.loads(entry.read_bytes())
-    entry.write_bytes(marshal.dumps((key, {"runtime": "/tmp/evil"})))
+    key, _, _ = marshal.loads(entry.read_bytes())
+    entry.write_bytes(marshal.dumps((key, {"runtime": "/tmp/evil"}, True)))
     os.chmod(cache, 0o777)  # a directory anyone could have written into
     assert read_table(str(cfg), True, str(cache)) == {"runtime": "runc"}
     os.chmod(cache, 0o700)
@@ -108,9 +108,9 @@ def test_cache_entry_behind_a_symlink_is_ignored(tmp_path: Path) -> None:
     _write(cfg, 'runtime = "runc"\n')
     read_table(str(cfg), True, str(cache))
     (entry,) = cache.iterdir()
-    key, _ = marshal.loads(entry.read_bytes())
+    key, _, _ = marshal.loads(entry.read_bytes())
     evil = tmp_path / "evil"
-    evil.write_bytes(marshal.dumps((key, {"runtime": "/tmp/evil"})))
+    evil.write_bytes(marshal.dumps((key, {"runtime": "/tmp/evil"}, True)))
     os.unlink(entry)
     os.symlink(evil, entry)
     assert read_table(str(cfg), True, str(cache)) == {"runtime": "runc"}
@@ -120,3 +120,21 @@ def test_toml_values_that_marshal_cannot_hold_still_parse(tmp_path: Path) -> Non
     cfg = tmp_path / "c.toml"
     _write(cfg, "when = 1979-05-27T07:32:00Z\n")
     assert "when" in read_table(str(cfg), True, str(tmp_path / "cache"))
+
+
+def test_validation_is_remembered_per_file_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gpuhook.config as config_module
+
+    cfg = tmp_path / "c.toml"
+    _write(cfg, 'runtime = "runc"\n')
+    monkeypatch.setenv("GPUHOOK_CONFIG", str(cfg))
+    assert load().runtime == "runc"  # validated once, remembered in the cache
+
+    def refuse(table: object, path: str) -> None:
+        raise ConfigError("validated again")
+
+    monkeypatch.setattr(config_module, "_validate", refuse)
+    assert load().runtime == "runc"  # same file version: no second validation
+    _write(cfg, 'runtime = "crun"\n')
+    with pytest.raises(ConfigError, match="validated again"):
+        load()

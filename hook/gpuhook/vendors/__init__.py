@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol
+TYPE_CHECKING = False  # typing costs milliseconds to import: the GPU path sits in front of a container start
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Protocol
 
-from gpuhook.edits import Edits
-from gpuhook.inventory import Gpu, VendorInventory
-from gpuhook.root import Root
+    from gpuhook.edits import Edits
+    from gpuhook.inventory import Gpu, VendorInventory
+    from gpuhook.root import Root
+else:
+    Protocol = object
 
 
 class Vendor(Protocol):

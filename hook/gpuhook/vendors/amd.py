@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Sequence
 
 from gpuhook.devnodes import read_node
@@ -15,7 +14,6 @@ NAME = "amd"
 LABEL = "AMD"
 KFD = "/dev/kfd"
 _NODES = "/sys/class/kfd/kfd/topology/nodes"
-_CARD = re.compile(r"card\d+")
 
 
 def discover(root: Root) -> VendorInventory | None:
@@ -80,7 +78,7 @@ def _card_nodes(root: Root, render: str) -> list[str]:
         entries = sorted(os.listdir(drm_dir))
     except OSError:
         return []
-    return [f"/dev/dri/{e}" for e in entries if _CARD.fullmatch(e)]
+    return [f"/dev/dri/{e}" for e in entries if e.startswith("card") and e[4:].isdigit()]
 
 
 def _properties(root: Root, path: str) -> dict[str, int]:

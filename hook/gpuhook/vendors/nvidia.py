@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Sequence
 
 from gpuhook import ldcache
@@ -40,7 +39,6 @@ BIN_DIRS = ("/usr/bin", "/usr/sbin", "/usr/local/bin", "/bin", "/sbin")
 CONTROL_NODES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
 MODESET_NODE = "/dev/nvidia-modeset"
 _PROC = "/proc/driver/nvidia"
-_VERSION = re.compile(r"\s(\d+\.\d+(?:\.\d+)?)\s")
 
 
 def discover(root: Root) -> VendorInventory | None:
@@ -85,11 +83,16 @@ def _on_host(host_base: str, path: str) -> str:
 
 
 def _driver_version(root: Root) -> str | None:
+    """The first version-like word of the NVRM line (closed and open kernel modules word it differently)."""
     try:
-        m = _VERSION.search(root.read_text(f"{_PROC}/version"))
+        words = root.read_text(f"{_PROC}/version").split("\n", 1)[0].split()
     except OSError:
         return None
-    return m.group(1) if m else None
+    for w in words:
+        parts = w.split(".")
+        if len(parts) in (2, 3) and all(p.isdigit() for p in parts):
+            return w
+    return None
 
 
 def _read_information(root: Root, bdf: str) -> dict[str, str]:
