@@ -79,22 +79,24 @@ def test_cache_serves_the_parsed_table_and_notices_changes(tmp_path: Path) -> No
     assert read_table(str(cfg), True, str(cache)) == {"runtime": "/usr/sbin/crun"}
 
 
-def test_cache_is_really_used(tmp_path: Path) -> None:
+def _cached(tmp_path: Path) -> tuple[Path, Path, Path, object]:
+    """A config read once through the cache: (config, cache dir, cache entry, the entry's key)."""
     cache, cfg = tmp_path / "cache", tmp_path / "c.toml"
     _write(cfg, 'runtime = "runc"\n')
     read_table(str(cfg), True, str(cache))
     (entry,) = cache.iterdir()
     key, _, _ = marshal.loads(entry.read_bytes())
+    return cfg, cache, entry, key
+
+
+def test_cache_is_really_used(tmp_path: Path) -> None:
+    cfg, cache, entry, key = _cached(tmp_path)
     entry.write_bytes(marshal.dumps((key, {"runtime": "from-cache"}, False)))
     assert read_table(str(cfg), True, str(cache)) == {"runtime": "from-cache"}
 
 
 def test_cache_written_by_others_is_ignored(tmp_path: Path) -> None:
-    cache, cfg = tmp_path / "cache", tmp_path / "c.toml"
-    _write(cfg, 'runtime = "runc"\n')
-    read_table(str(cfg), True, str(cache))
-    (entry,) = cache.iterdir()
-    key, _, _ = marshal.loads(entry.read_bytes())
+    cfg, cache, entry, key = _cached(tmp_path)
     entry.write_bytes(marshal.dumps((key, {"runtime": "/tmp/evil"}, True)))
     os.chmod(cache, 0o777)  # a directory anyone could have written into
     assert read_table(str(cfg), True, str(cache)) == {"runtime": "runc"}
@@ -104,11 +106,7 @@ def test_cache_written_by_others_is_ignored(tmp_path: Path) -> None:
 
 
 def test_cache_entry_behind_a_symlink_is_ignored(tmp_path: Path) -> None:
-    cache, cfg = tmp_path / "cache", tmp_path / "c.toml"
-    _write(cfg, 'runtime = "runc"\n')
-    read_table(str(cfg), True, str(cache))
-    (entry,) = cache.iterdir()
-    key, _, _ = marshal.loads(entry.read_bytes())
+    cfg, cache, entry, key = _cached(tmp_path)
     evil = tmp_path / "evil"
     evil.write_bytes(marshal.dumps((key, {"runtime": "/tmp/evil"}, True)))
     os.unlink(entry)
