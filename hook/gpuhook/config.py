@@ -21,6 +21,7 @@ class Policy:
     """What the admin allows containers to ask for."""
 
     accept_env_requests: bool = True
+    rocm_compatibility: str = "warn"  # or "strict": refuse images whose ROCm the host driver does not support
 
 
 @record

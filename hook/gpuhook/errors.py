@@ -23,6 +23,10 @@ class PlanError(GpuhookError):
     """The request cannot be satisfied by what the host has."""
 
 
+class PolicyError(GpuhookError):
+    """The container may not start as asked: an image requirement the host cannot meet, or a policy."""
+
+
 class SpecError(GpuhookError):
     """The OCI bundle or its config.json cannot be read or written."""
 

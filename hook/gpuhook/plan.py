@@ -8,15 +8,25 @@ from gpuhook.inventory import Gpu, Inventory, VendorInventory
 from gpuhook.request import Request, Selection
 from gpuhook.vendors import Vendor, all_vendors
 
+Selected = tuple[tuple[VendorInventory, tuple[Gpu, ...]], ...]
+
 
 def plan_edits(request: Request, inventory: Inventory, vendors: tuple[Vendor, ...] | None = None) -> Edits:
     """The edits that give the container exactly what it asked for; PlanError names what is missing."""
+    return edits_for(select_all(request, inventory, vendors), request, inventory, vendors)
+
+
+def select_all(request: Request, inventory: Inventory, vendors: tuple[Vendor, ...] | None = None) -> Selected:
+    """Each selection's vendor inventory and GPUs, in request order."""
     by_name = {v.NAME: v for v in (vendors or all_vendors())}
-    parts = []
-    for sel in request.selections:
-        inv, gpus = select(sel, inventory, by_name)
-        parts.append(by_name[inv.vendor].plan(inv, gpus, request.capabilities, inventory.root))
-    return merge(parts)
+    return tuple(select(sel, inventory, by_name) for sel in request.selections)
+
+
+def edits_for(selected: Selected, request: Request, inventory: Inventory,
+              vendors: tuple[Vendor, ...] | None = None) -> Edits:
+    """The edits for already selected GPUs."""
+    by_name = {v.NAME: v for v in (vendors or all_vendors())}
+    return merge([by_name[inv.vendor].plan(inv, gpus, request.capabilities, inventory.root) for inv, gpus in selected])
 
 
 def select(sel: Selection, inventory: Inventory, vendors: dict[str, Vendor]) -> tuple[VendorInventory, tuple[Gpu, ...]]:

@@ -15,9 +15,9 @@ DEFAULT_CAPABILITIES = frozenset({"compute", "utility"})
 ENV_KEYS = ("NVIDIA_VISIBLE_DEVICES", "AMD_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES")
 
 # Keys of the stable interface that later features implement; asking for them now must not pass silently.
-_NOT_YET = ("require", "clocks", "power-limit", "perf-level", "compute-mode", "exclusive",
+_NOT_YET = ("clocks", "power-limit", "perf-level", "compute-mode", "exclusive",
             "fine-grain-pcie", "gfx-override")
-_KNOWN = ("gpus", "vendor", "capabilities", *_NOT_YET)
+_KNOWN = ("gpus", "vendor", "capabilities", "require", *_NOT_YET)
 
 _INDEX = re.compile(r"\d+")
 _RANGE = re.compile(r"(\d+)-(\d+)")

@@ -91,8 +91,10 @@ def _maybe_inject(args: RuncArgs, table: dict[str, object], path: str, validated
         return
     from gpuhook import inject, spec
 
-    new = inject.edited_spec(spec.load_spec(data, spec_path), args.bundle, args.container_id, table, path,
-                             validated)
+    new, warnings = inject.edited_spec(spec.load_spec(data, spec_path), args.bundle, args.container_id, table,
+                                       path, validated)
+    for w in warnings:
+        sys.stderr.write(f"gpuhook-runtime: warning: {w}\n")
     if new is not None:
         spec.write_atomic(spec_path, new)
 

@@ -43,6 +43,8 @@ class HostSpec:
     amd: int = 0
     nvidia_driver: str = "550.54.15"
     cuda_version: int = 12040  # what the stub libcuda's cuDriverGetVersion reports
+    nvidia_arch: str = "9.0"  # compute capability the stub NVML reports for every GPU
+    nvidia_brand: int = 2  # nvmlBrandType_t the stub NVML reports (2: Tesla)
     amd_driver: str | None = "6.7.0"  # None: the in-kernel amdgpu (no /sys/module/amdgpu/version)
     gfx_target_version: int = 90402  # gfx942
     bmc_card: bool = True  # a VGA card0 (a BMC) before the AMD GPUs' card nodes, as on servers
@@ -105,7 +107,9 @@ def _nvidia(root: str, spec: HostSpec) -> None:
     _node(root, "/dev/nvidia-modeset", NV_MAJOR, 254, 0o666, 0)
     _node(root, "/dev/nvidia-uvm", UVM_MAJOR, 0, 0o666, 0)
     _node(root, "/dev/nvidia-uvm-tools", UVM_MAJOR, 1, 0o666, 0)
-    defines = {"STUB_DRIVER_VERSION": f'"{v}"', "STUB_CUDA_VERSION": str(spec.cuda_version)}
+    cc_major, cc_minor = spec.nvidia_arch.split(".")
+    defines = {"STUB_DRIVER_VERSION": f'"{v}"', "STUB_CUDA_VERSION": str(spec.cuda_version),
+               "STUB_CC_MAJOR": cc_major, "STUB_CC_MINOR": cc_minor, "STUB_BRAND": str(spec.nvidia_brand)}
     os.makedirs(root + LIB_DIR, exist_ok=True)
     for stem, (soname, source) in NVIDIA_LIBS.items():
         so = soname.format(v=v)

@@ -80,18 +80,20 @@ Run = Callable[..., Result]
 
 @pytest.fixture
 def run_container(tmp_path: Path, base_rootfs: str) -> Run:
-    """run_container(host_root, script, annotations=, env=, uid=, config=, spec_edit=) -> Result."""
+    """run_container(host_root, script, annotations=, env=, uid=, config=, spec_edit=, image_edit=) -> Result."""
 
     def run(host_root: str, script: str, annotations: Mapping[str, str] | None = None,
             env: Mapping[str, str] | None = None, uid: int = 1000, config: str | None = None,
             spec_edit: Callable[[dict[str, Any]], None] | None = None, runtime: str = "runc",
-            bundle_name: str | None = None) -> Result:
+            bundle_name: str | None = None, image_edit: Callable[[Path], None] | None = None) -> Result:
         cid = "gh-" + uuid.uuid4().hex[:12]
         bundle = tmp_path / (bundle_name or cid)
         spec = oci_config(["sh", "-c", script], env=env, annotations=annotations, uid=uid, gid=uid)
         if spec_edit:
             spec_edit(spec)
         make_bundle(str(bundle), spec, base_rootfs)
+        if image_edit:
+            image_edit(bundle / "rootfs")
         cfg = tmp_path / f"{cid}.toml"
         cfg.write_text(config if config is not None else
                        f'host_root = "{host_root}"\nruntime = "{runtime}"\nlog_file = "{tmp_path}/gpuhook.log"\n')
