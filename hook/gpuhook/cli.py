@@ -44,6 +44,10 @@ def _parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="run a container through gpuhook-runtime (a simulated host if no GPUs)")
     d.add_argument("--work-dir", default="/run/gpuhook/demo", help="where the demo bundle and fake host go")
     d.set_defaults(func=_demo)
+    h = sub.add_parser("hook", help="the OCI hook (runc, Podman/CRI-O hooks.d); reads the state on stdin")
+    h.add_argument("stage", nargs="?", choices=("prestart", "createRuntime", "poststop"),
+                   help="hook stage; detected from the state's status when omitted")
+    h.set_defaults(func=lambda a: _hook(a.stage))
     v = sub.add_parser("version", help="print the version")
     v.set_defaults(func=lambda _a: print(f"gpuhook {__version__}") or 0)
     return p
@@ -81,6 +85,12 @@ def _list(args: argparse.Namespace) -> int:
         nodes = " ".join(n.path for n in g.nodes)
         print(f"{g.vendor:7} {g.index:>3}  {g.uuid:42} {g.pci:13} {v.driver_version or '':10} {model:24} {nodes}")
     return 0
+
+
+def _hook(stage: str | None) -> int:
+    from gpuhook.hook import main as hook_main
+
+    return hook_main(stage)
 
 
 def _demo(args: argparse.Namespace) -> int:

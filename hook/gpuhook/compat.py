@@ -18,6 +18,7 @@ from gpuhook.inventory import Gpu, VendorInventory
 from gpuhook.record import record
 from gpuhook.require import Condition, Facts, Requirement, version_tuple
 from gpuhook.root import Root
+from gpuhook.safepath import InRoot
 
 # Minimum Linux x86_64 driver of each CUDA toolkit release (NVIDIA CUDA Toolkit release notes,
 # "CUDA Toolkit and Corresponding Driver Versions").
@@ -40,7 +41,7 @@ class Verdict:
 
 
 def check(selected: tuple[tuple[VendorInventory, tuple[Gpu, ...]], ...], env: Mapping[str, str],
-          annotations: Mapping[str, str], host: Root, image: Root | None, rocm_policy: str = "warn") -> Verdict:
+          annotations: Mapping[str, str], host: Root, image: InRoot | None, rocm_policy: str = "warn") -> Verdict:
     """Raise PolicyError when the image cannot work on the selected GPUs; else the Verdict. Reads host files,
     loads the host's libcuda/NVML when a requirement needs them, reads (never runs) the image's files."""
     requirements = require.from_container(env, annotations)
@@ -129,24 +130,20 @@ def _driver_file(inv: VendorInventory, host: Root, prefix: str) -> str:
     raise DiscoveryError(f"the host driver has no {prefix}* library under {host.base}")
 
 
-def _forward_compat(image: Root | None, facts: Facts) -> tuple[str, str] | None:
+def _forward_compat(image: InRoot | None, facts: Facts) -> tuple[str, str] | None:
     """(compat dir inside the image, CUDA it provides) when the image's compat libcuda is newer than the host's."""
     if image is None or facts.driver is None:
         return None
-    real_dir = image.resolve(COMPAT_DIR)
-    try:
-        names = os.listdir(real_dir)
-    except OSError:
-        return None
+    names = image.listdir(COMPAT_DIR)
     versions = [n[len("libcuda.so."):] for n in names if n.startswith("libcuda.so.") and n.count(".") >= 4]
     best = max(versions, key=version_tuple, default=None)
     if best is None or version_tuple(best)[0] <= version_tuple(facts.driver)[0]:
         return None
     cuda = cuda_of_driver(best)
-    return (image.to_host(real_dir), cuda) if cuda else None
+    return (image.real_path(COMPAT_DIR), cuda) if cuda else None
 
 
-def _check_rocm(inv: VendorInventory, image: Root | None, policy: str, warnings: list[str]) -> str | None:
+def _check_rocm(inv: VendorInventory, image: InRoot | None, policy: str, warnings: list[str]) -> str | None:
     """The host KMD's ROCm release (for rocm requirements); checks the image's ROCm against its window."""
     release = rocm.release_of_driver(inv.driver_version) if inv.driver_version else None
     user = rocm.image_version(image) if image else None

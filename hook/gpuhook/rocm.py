@@ -13,10 +13,8 @@ Sources (facts, restated):
 
 from __future__ import annotations
 
-import os
-
 from gpuhook.require import version_tuple
-from gpuhook.root import Root
+from gpuhook.safepath import InRoot
 
 # KMD ROCm release -> (oldest, newest) user space release it supports
 MATRIX: dict[str, tuple[str, str]] = {
@@ -57,17 +55,17 @@ def supported(user: str, release: str) -> bool | None:
     return version_tuple(span[0])[:2] <= mm <= version_tuple(span[1])[:2]
 
 
-def image_version(image: Root) -> str | None:
+def image_version(image: InRoot) -> str | None:
     """The ROCm version an image ships (/opt/rocm/.info/version, else the newest /opt/rocm-*/), or None.
-    Reads files inside the image root only (links resolved inside it)."""
+    Reads files inside the image root only (links resolved inside it, never out of it)."""
     candidates = ["/opt/rocm/.info/version"]
     candidates += [f"/opt/{d}/.info/version" for d in image.listdir("/opt") if d.startswith("rocm-")]
     versions = []
     for path in candidates:
-        real = image.resolve(path)
-        if not os.path.isfile(real):
+        try:
+            text = image.read_text(path).strip().split("-")[0]
+        except OSError:
             continue
-        text = image.read_text(path).strip().split("-")[0]
         if text and all(p.isdigit() for p in text.split(".")):
             if path == candidates[0]:
                 return text

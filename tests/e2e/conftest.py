@@ -29,11 +29,14 @@ def _launchers(tmp_path_factory: pytest.TempPathFactory) -> None:
     from gpuhook.launcher import write_launchers
 
     bindir = str(tmp_path_factory.mktemp("bin"))
+    global GPUHOOK
     purelib = sysconfig.get_paths()["purelib"]
-    SHIM = write_launchers(bindir, sys.executable, [HOOK_DIR, purelib])["gpuhook-runtime"]
+    launchers = write_launchers(bindir, sys.executable, [HOOK_DIR, purelib])
+    SHIM, GPUHOOK = launchers["gpuhook-runtime"], launchers["gpuhook"]
 
 
 SHIM = ""
+GPUHOOK = ""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -85,20 +88,25 @@ def run_container(tmp_path: Path, base_rootfs: str) -> Run:
     def run(host_root: str, script: str, annotations: Mapping[str, str] | None = None,
             env: Mapping[str, str] | None = None, uid: int = 1000, config: str | None = None,
             spec_edit: Callable[[dict[str, Any]], None] | None = None, runtime: str = "runc",
-            bundle_name: str | None = None, image_edit: Callable[[Path], None] | None = None) -> Result:
+            bundle_name: str | None = None, image_edit: Callable[[Path], None] | None = None,
+            mode: str = "shim") -> Result:
         cid = "gh-" + uuid.uuid4().hex[:12]
         bundle = tmp_path / (bundle_name or cid)
         spec = oci_config(["sh", "-c", script], env=env, annotations=annotations, uid=uid, gid=uid)
+        cfg = tmp_path / f"{cid}.toml"
+        if mode in ("hook", "both"):  # gpuhook as the prestart hook in config.json (with plain runc for "hook")
+            spec["hooks"] = {"prestart": [{"path": GPUHOOK, "args": ["gpuhook", "hook", "prestart"],
+                                           "env": [f"GPUHOOK_CONFIG={cfg}"]}]}
         if spec_edit:
             spec_edit(spec)
         make_bundle(str(bundle), spec, base_rootfs)
         if image_edit:
             image_edit(bundle / "rootfs")
-        cfg = tmp_path / f"{cid}.toml"
         cfg.write_text(config if config is not None else
                        f'host_root = "{host_root}"\nruntime = "{runtime}"\nlog_file = "{tmp_path}/gpuhook.log"\n')
         before = (bundle / "config.json").read_bytes()
-        proc = subprocess.run([SHIM, "--log", str(tmp_path / f"{cid}.runc.json"), "--log-format", "json",
+        runtime_argv = ["runc"] if mode == "hook" else [SHIM]
+        proc = subprocess.run([*runtime_argv, "--log", str(tmp_path / f"{cid}.runc.json"), "--log-format", "json",
                                "run", "--bundle", str(bundle), cid],
                               env={"PATH": os.environ["PATH"], "GPUHOOK_CONFIG": str(cfg)},
                               capture_output=True, text=True, timeout=60, check=False)

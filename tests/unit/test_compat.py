@@ -15,6 +15,7 @@ from gpuhook.errors import PolicyError
 from gpuhook.plan import select_all
 from gpuhook.request import parse_request
 from gpuhook.root import Root
+from gpuhook.safepath import InRoot
 from gpuhook.stubs import build
 
 FakeHost = Callable[..., str]
@@ -26,7 +27,7 @@ def _check(host: str, env: dict[str, str], annotations: dict[str, str] | None = 
     ann = {"gpuhook.dev/gpus": gpus, **(annotations or {})}
     inventory = discover(Root(host))
     request = parse_request(ann, env)
-    return check(select_all(request, inventory), env, ann, Root(host), Root(image) if image else None, policy)
+    return check(select_all(request, inventory), env, ann, Root(host), InRoot(image) if image else None, policy)
 
 
 def test_the_issue_example_word_for_word(fake_host: FakeHost) -> None:

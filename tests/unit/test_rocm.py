@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from gpuhook import rocm
-from gpuhook.root import Root
+from gpuhook.safepath import InRoot
 
 DRIVERS = [("6.3.6", "6.0"), ("6.7.0", "6.1"), ("6.8.5", "6.2"), ("6.10.5", "6.3"), ("6.12.12", "6.4"),
            ("6.14.14", "7.0"), ("6.16.6", "7.1"), ("6.16.13", "7.2"), ("6.9.1", None), ("5.18.13", None)]
@@ -35,18 +35,18 @@ def test_image_version_from_info_file_through_links(tmp_path: Path) -> None:
     (tmp_path / "opt/rocm-6.2.1/.info").mkdir(parents=True)
     (tmp_path / "opt/rocm-6.2.1/.info/version").write_text("6.2.1-112\n")
     os.symlink("/opt/rocm-6.2.1", tmp_path / "opt/rocm")  # absolute: resolved inside the image
-    assert rocm.image_version(Root(str(tmp_path))) == "6.2.1"
+    assert rocm.image_version(InRoot(str(tmp_path))) == "6.2.1"
 
 
 def test_image_version_newest_versioned_dir_without_link(tmp_path: Path) -> None:
     for v in ("5.7.1", "6.1.0"):
         (tmp_path / f"opt/rocm-{v}/.info").mkdir(parents=True)
         (tmp_path / f"opt/rocm-{v}/.info/version").write_text(v)
-    assert rocm.image_version(Root(str(tmp_path))) == "6.1.0"
+    assert rocm.image_version(InRoot(str(tmp_path))) == "6.1.0"
 
 
 def test_no_rocm_in_image(tmp_path: Path) -> None:
-    assert rocm.image_version(Root(str(tmp_path))) is None
+    assert rocm.image_version(InRoot(str(tmp_path))) is None
 
 
 def test_link_out_of_the_image_is_not_followed(tmp_path: Path) -> None:
@@ -55,4 +55,4 @@ def test_link_out_of_the_image_is_not_followed(tmp_path: Path) -> None:
     (tmp_path / "host-secret/.info").mkdir(parents=True)
     (tmp_path / "host-secret/.info/version").write_text("9.9.9")
     os.symlink("../../host-secret", image / "opt/rocm")  # climbs out: clamped at the image root
-    assert rocm.image_version(Root(str(image))) is None
+    assert rocm.image_version(InRoot(str(image))) is None

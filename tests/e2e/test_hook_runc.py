@@ -1,0 +1,182 @@
+"""Hook mode (plain runc + `gpuhook hook prestart`) gives the same container as the shim, and neither mode
+lets a hostile image make gpuhook create, write or mount anything outside the container root."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from gpuhook.stubs import build
+
+from .conftest import Run
+
+MODES = ["shim", "hook"]
+NV = {"gpuhook.dev/gpus": "1", "gpuhook.dev/vendor": "nvidia"}
+AMD = {"gpuhook.dev/gpus": "1", "gpuhook.dev/vendor": "amd"}
+SEE = ("for f in /dev/nvidia* /dev/kfd /dev/dri/*; do [ -e $f ] && stat -c 'NODE %n %t:%T %g' $f; done; "
+       "dlopen-probe libcuda.so.1; grep ' /usr/lib/x86_64-linux-gnu/libcuda' /proc/self/mountinfo; "
+       "cat /dev/nvidia1 /dev/dri/renderD129 /dev/kfd 2>&1 | sed 's/^/OPEN /'; id -u")
+
+
+def _nodes(out: str) -> dict[str, str]:
+    return {p[1]: p[2] for line in out.splitlines() if (p := line.split())[:1] == ["NODE"]}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_nvidia_same_container_in_both_modes(mixed_host: str, run_container: Run, mode: str) -> None:
+    r = run_container(mixed_host, SEE, NV, mode=mode)
+    assert r.rc == 0, r.err
+    assert set(_nodes(r.out)) == {"/dev/nvidia1", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"}
+    assert _nodes(r.out)["/dev/nvidia1"] == "c3:1"
+    assert "dlopen libcuda.so.1 ok" in r.out
+    (mount,) = [ln for ln in r.out.splitlines() if " /usr/lib/x86_64-linux-gnu/libcuda" in ln]
+    assert {"ro", "nosuid", "nodev"} <= set(mount.split()[5].split(","))
+    # the node opens as far as the kernel's driver check: the cgroup and the permissions let it through
+    assert "OPEN cat: can't open '/dev/nvidia1': No such device or address" in r.out
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_amd_same_nodes_in_both_modes_and_usable_by_the_user(mixed_host: str, run_container: Run, mode: str) -> None:
+    r = run_container(mixed_host, SEE, AMD, mode=mode)
+    assert r.rc == 0, r.err
+    assert set(_nodes(r.out)) == {"/dev/kfd", "/dev/dri/renderD129", "/dev/dri/card2"}
+    for node in ("/dev/dri/renderD129", "/dev/kfd"):
+        assert f"OPEN cat: can't open '{node}': No such device or address" in r.out
+    if mode == "hook":  # groups cannot change after create: the node takes the process's group instead
+        assert "NODE /dev/dri/renderD129 e2:81 1000" in r.out
+    else:  # the shim adds the node's own group (render, 109) to the process
+        assert "NODE /dev/dri/renderD129 e2:81 109" in r.out
+
+
+def test_hook_after_the_shim_does_nothing_twice(mixed_host: str, run_container: Run) -> None:
+    """A host with both the shim and the hooks.d file: the hook applies only what the spec lacks (nothing)."""
+    r = run_container(mixed_host, "grep -c ' /usr/lib/x86_64-linux-gnu/libcuda' /proc/self/mountinfo; ls /dev",
+                      NV, mode="both")
+    assert r.rc == 0, r.err
+    assert r.out.split()[0] == "1"  # one mount of libcuda, not two
+    assert "nvidia1" in r.out
+
+
+# ---- hostile images -------------------------------------------------------------------------------------------
+
+
+RUNC_DEV_LINKS = {"fd", "ptmx", "stderr", "stdin", "stdout"}  # runc 1.1 itself makes these through a /dev link
+
+
+def _host_untouched(outside: Path, allowed: set[str] | None = None) -> None:
+    found = {p.name for p in outside.rglob("*")} - (allowed or set())
+    assert not found, f"gpuhook wrote outside the container: {found}"
+    with open("/proc/self/mountinfo") as f:
+        assert str(outside) not in f.read()
+
+
+def _hostile(kind: str, outside: Path):  # type: ignore[no-untyped-def]
+    def edit(rootfs: Path) -> None:
+        lib = rootfs / "usr/lib/x86_64-linux-gnu"
+        if kind == "lib dir absolute link":
+            shutil.rmtree(lib)
+            os.symlink(str(outside), lib)
+        elif kind == "lib dir ../ link":
+            shutil.rmtree(lib)
+            os.symlink("../../../../../../../../../../" + str(outside).lstrip("/"), lib)
+        elif kind == "ld.so.conf.d link":
+            shutil.rmtree(rootfs / "etc/ld.so.conf.d")
+            os.symlink(str(outside), rootfs / "etc/ld.so.conf.d")
+        elif kind == "/dev link":
+            shutil.rmtree(rootfs / "dev")
+            os.symlink(str(outside), rootfs / "dev")
+        elif kind == "/usr/bin link":
+            (rootfs / "usr").mkdir(exist_ok=True)
+            os.symlink(str(outside), rootfs / "usr/bin")
+    return edit
+
+
+HOSTILE = ["lib dir absolute link", "lib dir ../ link", "ld.so.conf.d link", "/dev link", "/usr/bin link"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("kind", HOSTILE)
+def test_hostile_links_never_lead_outside(mixed_host: str, run_container: Run, tmp_path: Path, kind: str,
+                                         mode: str) -> None:
+    outside = tmp_path / "host-dir"
+    outside.mkdir()
+    r = run_container(mixed_host, "true", {"gpuhook.dev/gpus": "all", "gpuhook.dev/vendor": "nvidia"},
+                      image_edit=_hostile(kind, outside), mode=mode)
+    # started or refused, the host directory stays as it was (but for what runc itself does in hook mode, where
+    # gpuhook runs only after runc has set up /dev; in shim mode gpuhook refuses the image before runc starts)
+    _host_untouched(outside, RUNC_DEV_LINKS if kind == "/dev link" and mode == "hook" else None)
+    if kind == "/dev link":
+        assert r.rc != 0 and "the image's /dev is a symbolic link" in r.err
+    if r.rc != 0:
+        assert r.err.strip(), "a refusal must say why"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_racing_swap_of_a_directory_for_a_link(mixed_host: str, run_container: Run, tmp_path: Path, mode: str) -> None:
+    outside = tmp_path / "host-dir"
+    outside.mkdir()
+    stop = threading.Event()
+    roots: list[Path] = []
+
+    def swapper() -> None:
+        while not stop.is_set():
+            for rootfs in list(roots):
+                lib, real, link = (rootfs / "usr/lib/x86_64-linux-gnu", rootfs / "usr/lib/real-dir",
+                                   rootfs / "usr/lib/evil-link")
+                try:
+                    if not link.is_symlink():
+                        os.symlink(str(outside), link)
+                    os.rename(lib, real)
+                    os.rename(link, lib)  # now a link to the host
+                    os.rename(lib, link)
+                    os.rename(real, lib)  # and back to a directory
+                except OSError:
+                    pass
+
+    thread = threading.Thread(target=swapper, daemon=True)
+    thread.start()
+    try:
+        for _ in range(6):
+            run_container(mixed_host, "true", {"gpuhook.dev/gpus": "0", "gpuhook.dev/vendor": "nvidia"},
+                          image_edit=roots.append, mode=mode)
+    finally:
+        stop.set()
+        thread.join()
+    _host_untouched(outside)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_image_env_never_reaches_host_processes(mixed_host: str, run_container: Run, tmp_path: Path,
+                                                mode: str) -> None:
+    """LD_PRELOAD, LD_LIBRARY_PATH, PYTHONPATH, PYTHONSTARTUP point at code that exists on the host too, at the
+    same paths: if any process gpuhook starts on the host received the container's env, a marker appears."""
+    evil = tmp_path / "evil"
+    evil.mkdir()
+    marker = tmp_path / "MARKER"
+    src = tmp_path / "evil.c"
+    src.write_text(f'#include <stdio.h>\n__attribute__((constructor)) static void hit(void) {{\n'
+                   f'  FILE *f = fopen("{marker}", "a"); if (f) {{ fputs("preload\\n", f); fclose(f); }} }}\n')
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(evil / "evil.so"), str(src)], check=True)
+    (evil / "sitecustomize.py").write_text(f"open({str(marker)!r}, 'a').write('python\\n')\n")
+    env = {"LD_PRELOAD": str(evil / "evil.so"), "LD_LIBRARY_PATH": str(evil), "PYTHONPATH": str(evil),
+           "PYTHONSTARTUP": str(evil / "sitecustomize.py")}
+    subprocess.run(["/bin/true"], env=env, check=True)  # the trap works: a process given this env trips it
+    assert marker.read_text() == "preload\n"
+    marker.unlink()
+
+    def same_paths_in_image(rootfs: Path) -> None:
+        shutil.copytree(evil, rootfs / str(evil).lstrip("/"))
+
+    r = run_container(mixed_host, "true", {"gpuhook.dev/gpus": "0", "gpuhook.dev/vendor": "nvidia"}, env=env,
+                      image_edit=same_paths_in_image, mode=mode)
+    assert r.rc == 0, r.err
+    assert not marker.exists(), marker.read_text()
+
+
+def test_stub_build_is_used() -> None:
+    assert os.path.exists(build("tool.c", "nvidia-debugdump"))
