@@ -48,6 +48,8 @@ def _parser() -> argparse.ArgumentParser:
     h.add_argument("stage", nargs="?", choices=("prestart", "createRuntime", "poststop"),
                    help="hook stage; detected from the state's status when omitted")
     h.set_defaults(func=lambda a: _hook(a.stage))
+    doc = sub.add_parser("doctor", help="check the host and the GPU containers gpuhook set up; exit 1 if action is due")
+    doc.set_defaults(func=_doctor)
     v = sub.add_parser("version", help="print the version")
     v.set_defaults(func=lambda _a: print(f"gpuhook {__version__}") or 0)
     return p
@@ -85,6 +87,16 @@ def _list(args: argparse.Namespace) -> int:
         nodes = " ".join(n.path for n in g.nodes)
         print(f"{g.vendor:7} {g.index:>3}  {g.uuid:42} {g.pci:13} {v.driver_version or '':10} {model:24} {nodes}")
     return 0
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from gpuhook.config import load
+    from gpuhook.doctor import run_checks
+
+    findings = run_checks(load())
+    for f in findings:
+        print(f"{f.level:5} {f.what}" + (f"\n      fix: {f.fix}" if f.fix else ""))
+    return 1 if any(f.level != "ok" for f in findings) else 0
 
 
 def _hook(stage: str | None) -> int:

@@ -41,16 +41,18 @@ class Verdict:
 
 
 def check(selected: tuple[tuple[VendorInventory, tuple[Gpu, ...]], ...], env: Mapping[str, str],
-          annotations: Mapping[str, str], host: Root, image: InRoot | None, rocm_policy: str = "warn") -> Verdict:
+          annotations: Mapping[str, str], host: Root, image: InRoot | None, rocm_policy: str = "warn",
+          user_rocm: str | None = None) -> Verdict:
     """Raise PolicyError when the image cannot work on the selected GPUs; else the Verdict. Reads host files,
-    loads the host's libcuda/NVML when a requirement needs them, reads (never runs) the image's files."""
+    loads the host's libcuda/NVML when a requirement needs them, reads (never runs) the image's files.
+    `user_rocm` is the ROCm the container will run when it is not the image's (gpuhook.dev/host-rocm)."""
     requirements = require.from_container(env, annotations)
     warnings: list[str] = []
     edits = Edits()
     by_vendor = {inv.vendor: (inv, gpus) for inv, gpus in selected}
     rocm_release = None
     if "amd" in by_vendor:
-        rocm_release = _check_rocm(by_vendor["amd"][0], image, rocm_policy, warnings)
+        rocm_release = _check_rocm(by_vendor["amd"][0], image, rocm_policy, warnings, user_rocm)
     nvidia = by_vendor.get("nvidia")
     for req in requirements:
         if nvidia is None and req.source != require.ANNOTATION:
@@ -143,10 +145,11 @@ def _forward_compat(image: InRoot | None, facts: Facts) -> tuple[str, str] | Non
     return (image.real_path(COMPAT_DIR), cuda) if cuda else None
 
 
-def _check_rocm(inv: VendorInventory, image: InRoot | None, policy: str, warnings: list[str]) -> str | None:
-    """The host KMD's ROCm release (for rocm requirements); checks the image's ROCm against its window."""
+def _check_rocm(inv: VendorInventory, image: InRoot | None, policy: str, warnings: list[str],
+                user_rocm: str | None = None) -> str | None:
+    """The host KMD's ROCm release (for rocm requirements); checks the container's ROCm against its window."""
     release = rocm.release_of_driver(inv.driver_version) if inv.driver_version else None
-    user = rocm.image_version(image) if image else None
+    user = user_rocm or (rocm.image_version(image) if image else None)
     if user is None:
         return release
     if inv.driver_version is None:

@@ -22,6 +22,10 @@ class Policy:
 
     accept_env_requests: bool = True
     rocm_compatibility: str = "warn"  # or "strict": refuse images whose ROCm the host driver does not support
+    host_rocm: bool = False  # AMD containers get the host's ROCm unless they say gpuhook.dev/host-rocm=false
+    mask_kfd_proc: bool = True  # hide /sys/class/kfd/kfd/proc (other tenants' GPU processes) from AMD containers
+    readonly_sys: bool = True  # GPU containers' /sys stays read-only
+    nvidia_procfs: bool = True  # a read-only /proc/driver/nvidia copy: ModifyDeviceFiles 0, own GPUs only
 
 
 @record

@@ -36,6 +36,14 @@ class Hook:
 
 
 @record
+class ProcOverlay:
+    """A read-only copy of a procfs directory put over the container's own (runc allows no spec mounts in /proc)."""
+
+    source: str  # a host directory holding <name>/ (e.g. nvidia/)
+    target: str  # e.g. /proc/driver/nvidia
+
+
+@record
 class Edits:
     """What to add to a container: device nodes, cgroup rules, mounts, env, gids, linker cache, hooks."""
 
@@ -46,10 +54,14 @@ class Edits:
     additional_gids: tuple[int, ...] = ()
     ldcache_dirs: tuple[str, ...] = ()  # container dirs whose libraries the linker cache must list
     hooks: tuple[Hook, ...] = ()
+    masked_paths: tuple[str, ...] = ()  # hidden from the container (linux.maskedPaths)
+    readonly_mounts: tuple[str, ...] = ()  # mount destinations that must stay read-only (e.g. /sys)
+    proc_overlays: tuple[ProcOverlay, ...] = ()
 
     def is_empty(self) -> bool:
         """Whether these edits change nothing."""
-        return not (self.device_nodes or self.mounts or self.env or self.additional_gids or self.hooks)
+        return not (self.device_nodes or self.mounts or self.env or self.additional_gids or self.hooks
+                    or self.masked_paths or self.readonly_mounts or self.proc_overlays)
 
 
 def merge(parts: list[Edits]) -> Edits:
@@ -61,6 +73,9 @@ def merge(parts: list[Edits]) -> Edits:
     gids: dict[int, None] = {}
     dirs: dict[str, None] = {}
     hooks: dict[Hook, None] = {}
+    masked: dict[str, None] = {}
+    readonly: dict[str, None] = {}
+    overlays: dict[str, ProcOverlay] = {}
     for e in parts:
         for node in e.device_nodes:
             nodes.setdefault(node.path, node)
@@ -72,6 +87,10 @@ def merge(parts: list[Edits]) -> Edits:
         gids.update(dict.fromkeys(e.additional_gids))
         dirs.update(dict.fromkeys(e.ldcache_dirs))
         hooks.update(dict.fromkeys(e.hooks))
+        masked.update(dict.fromkeys(e.masked_paths))
+        readonly.update(dict.fromkeys(e.readonly_mounts))
+        for o in e.proc_overlays:
+            overlays.setdefault(o.target, o)
     return Edits(
         device_nodes=tuple(nodes.values()),
         device_rules=tuple(rules),
@@ -80,4 +99,7 @@ def merge(parts: list[Edits]) -> Edits:
         additional_gids=tuple(gids),
         ldcache_dirs=tuple(dirs),
         hooks=tuple(hooks),
+        masked_paths=tuple(masked),
+        readonly_mounts=tuple(readonly),
+        proc_overlays=tuple(overlays.values()),
     )

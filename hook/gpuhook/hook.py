@@ -11,7 +11,7 @@ import json
 import os
 import sys
 
-from gpuhook import logs
+from gpuhook import logs, records
 from gpuhook.config import load
 from gpuhook.errors import GpuhookError, SpecError
 
@@ -58,14 +58,28 @@ def _prestart(state: dict[str, object]) -> None:
     prepared = inject.prepare(spec, bundle, config, log)
     if prepared is None:
         return
-    for w in prepared.warnings:
-        print(f"gpuhook hook: warning: {w}", file=sys.stderr)
+    warnings = list(prepared.warnings)
     todo = live.remaining(prepared.edits, spec)
+    if prepared.edits.env and not _env_present(spec, prepared.edits.env):
+        warnings.append("a hook cannot change the container's environment (" + ", ".join(
+            e.split("=", 1)[0] for e in prepared.edits.env) + "): ROCm is mounted at /opt/rocm, where it is "
+                        "found by default; use gpuhook-runtime to have these set")
+    for w in warnings:
+        print(f"gpuhook hook: warning: {w}", file=sys.stderr)  # runc shows a hook's stderr only on failure
+        log.warning("hook", detail=w)
     user = (spec.get("process") or {}).get("user") or {}
     gids = {int(user.get("gid", 0)), *(int(g) for g in user.get("additionalGids") or [])}
     live.apply(todo, pid, rootfs(spec, bundle), config.host_root, config.ldconfig, int(user.get("uid", 0)), gids)
+    records.save(config.state_dir, records.ContainerRecord(str(state.get("id", "")), prepared.drivers, "", pid,
+                                                           records.start_time(pid)))
     log.info("applied live", devices=[n.path for n in todo.device_nodes], mounts=len(todo.mounts),
              rules=len(todo.device_rules))
+
+
+def _env_present(spec: dict[str, object], env: tuple[str, ...]) -> bool:
+    process = spec.get("process")
+    have = set(process.get("env") or []) if isinstance(process, dict) else set()
+    return all(e in have for e in env)
 
 
 def _poststop(state: dict[str, object]) -> int:

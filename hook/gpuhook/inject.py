@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import os
 
-from gpuhook import compat, logs
+from gpuhook import compat, hostrocm, logs, procfs, records, rocm
 from gpuhook.config import Config, from_table
 from gpuhook.discover import discover
-from gpuhook.edits import Edits, merge
-from gpuhook.errors import ConfigError, PolicyError
+from gpuhook.edits import Edits, ProcOverlay, merge
+from gpuhook.errors import ConfigError, PolicyError, RequestError
+from gpuhook.inventory import VendorInventory
 from gpuhook.plan import edits_for, select_all
 from gpuhook.record import record
-from gpuhook.request import env_map, parse_request
+from gpuhook.request import HostRocm, Request, env_map, parse_request
 from gpuhook.root import Root
 from gpuhook.safepath import InRoot
 from gpuhook.spec import apply_edits, rootfs
@@ -25,24 +26,29 @@ if TYPE_CHECKING:
 
 @record
 class Prepared:
-    """A GPU container's edits, and the warnings for its user."""
+    """A GPU container's edits, the warnings for its user, and the drivers whose user space it gets."""
 
     edits: Edits
     warnings: tuple[str, ...]
+    drivers: tuple[tuple[str, str], ...] = ()
 
 
 def prepare(spec: Spec, bundle: str, config: Config, log: Any) -> Prepared | None:
     """What the container asked for, checked against the host and the image, as Edits; None when it asks for
-    nothing. Reads the host and the image's files; RequestError/PlanError/PolicyError when it cannot start."""
+    nothing. Reads the host and the image's files, writes procfs copies under state_dir; RequestError,
+    PlanError or PolicyError when it cannot start."""
     annotations = spec.get("annotations") or {}
     env = env_map((spec.get("process") or {}).get("env") or [])
     request = parse_request(annotations, env, config.policy.accept_env_requests)
     if not request.wants_gpus:
+        if request.host_rocm_asked and request.host_rocm:
+            raise RequestError("gpuhook.dev/host-rocm needs AMD GPUs: add gpuhook.dev/gpus")
         log.debug("no gpu request")
         return None
     root = Root(config.host_root)
     inventory = discover(root)
     selected = select_all(request, inventory)
+    by_vendor = {inv.vendor: (inv, gpus) for inv, gpus in selected}
     root_path = rootfs(spec, bundle)
     dev = os.path.join(root_path, "dev")
     if os.path.islink(dev):
@@ -50,11 +56,14 @@ def prepare(spec: Spec, bundle: str, config: Config, log: Any) -> Prepared | Non
                           "the container when it sets up /dev, so gpuhook refuses to start this GPU container")
     image = InRoot(root_path) if os.path.isdir(root_path) else None
     try:
-        verdict = compat.check(selected, env, annotations, root, image, config.policy.rocm_compatibility)
+        rocm_edits, tree_version = _host_rocm(request, config, root, by_vendor, image, env)
+        verdict = compat.check(selected, env, annotations, root, image, config.policy.rocm_compatibility,
+                               tree_version)
     finally:
         if image:
             image.close()
-    edits = merge([verdict.edits, edits_for(selected, request, inventory)])
+    edits = merge([verdict.edits, edits_for(selected, request, inventory), rocm_edits,
+                   _hardening(config, root, by_vendor)])
     if edits.ldcache_dirs and not os.access(config.ldconfig, os.X_OK):
         raise ConfigError(f"the host's ldconfig {config.ldconfig} is missing or not executable: install "
                           "libc-bin or set `ldconfig` in " + config.path)
@@ -62,15 +71,47 @@ def prepare(spec: Spec, bundle: str, config: Config, log: Any) -> Prepared | Non
         log.warning("compatibility", detail=w)
     log.info("injecting", gpus=[s.raw for s in request.selections], sources=[s.source for s in request.selections],
              capabilities=sorted(request.capabilities), devices=[n.path for n in edits.device_nodes],
-             mounts=len(edits.mounts), gids=list(edits.additional_gids))
-    return Prepared(edits, verdict.warnings)
+             mounts=len(edits.mounts), gids=list(edits.additional_gids), host_rocm=tree_version)
+    drivers = tuple((v, inv.driver_version or "") for v, (inv, _) in by_vendor.items())
+    return Prepared(edits, verdict.warnings, drivers)
+
+
+def _host_rocm(request: Request, config: Config, root: Root, by_vendor: dict[str, tuple[VendorInventory, Any]],
+               image: InRoot | None, env: dict[str, str]) -> tuple[Edits, str | None]:
+    """The host-ROCm edits (and the tree's version) when asked, or by policy for AMD containers."""
+    want = request.host_rocm
+    if want is None and not request.host_rocm_asked and config.policy.host_rocm and "amd" in by_vendor:
+        want = HostRocm()
+    if want is None:
+        return Edits(), None
+    if "amd" not in by_vendor:
+        raise RequestError("gpuhook.dev/host-rocm mounts the host's ROCm for AMD GPUs, but this container's GPUs "
+                           "are " + ", ".join(by_vendor))
+    tree = hostrocm.choose(hostrocm.discover_trees(root), want, by_vendor["amd"][0].driver_version)
+    hostrocm.check_image(rocm.image_version(image) if image else None, tree, want)
+    return hostrocm.plan(tree, root.base, env), tree.version
+
+
+def _hardening(config: Config, root: Root, by_vendor: dict[str, tuple[VendorInventory, Any]]) -> Edits:
+    """What every GPU container gets by default ([policy] switches each off)."""
+    policy = config.policy
+    masked = ("/sys/class/kfd/kfd/proc",) if "amd" in by_vendor and policy.mask_kfd_proc else ()
+    overlays: tuple[ProcOverlay, ...] = ()
+    if "nvidia" in by_vendor and policy.nvidia_procfs:
+        source = procfs.nvidia_copy(root, by_vendor["nvidia"][1], config.state_dir)
+        overlays = (ProcOverlay(source, "/proc/driver/nvidia"),)
+    return Edits(masked_paths=masked, readonly_mounts=("/sys",) if policy.readonly_sys else (),
+                 proc_overlays=overlays)
 
 
 def edited_spec(spec: Spec, bundle: str, container_id: str, table: dict[str, Any], config_path: str,
-                validated: bool = False) -> tuple[Spec | None, tuple[str, ...]]:
-    """The spec with the container's GPUs added (None when it asks for nothing) and warnings for the user."""
+                validated: bool = False, runtime_root: str = "/run/runc") -> tuple[Spec | None, tuple[str, ...]]:
+    """The spec with the container's GPUs added (None when it asks for nothing) and warnings for the user.
+    Records the container under state_dir (for doctor's stale-driver report)."""
     config = from_table(table, config_path, validated)
     prepared = prepare(spec, bundle, config, logs.logger(config, container_id, "shim"))
     if prepared is None:
         return None, ()
-    return apply_edits(spec, prepared.edits, rootfs(spec, bundle), config.ldconfig), prepared.warnings
+    new = apply_edits(spec, prepared.edits, rootfs(spec, bundle), config.ldconfig)
+    records.save(config.state_dir, records.ContainerRecord(container_id, prepared.drivers, runtime_root))
+    return new, prepared.warnings

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from gpuhook import cgroups, syscalls
 from gpuhook.edits import Edits
@@ -30,6 +32,9 @@ def remaining(edits: Edits, spec: Spec) -> Edits:
     have_mounts = {m.get("destination") for m in spec.get("mounts") or []}
     hooks = (spec.get("hooks") or {}).get("createContainer") or []
     ldconfig_done = any((h.get("args") or [""])[0] == "ldconfig" for h in hooks)
+    overlays_done = {(h.get("args") or [""] * 7)[6] for h in hooks if "gpuhook-procfs" in (h.get("args") or [])}
+    masked = set(linux.get("maskedPaths") or [])
+    ro_done = {m.get("destination") for m in spec.get("mounts") or [] if "ro" in (m.get("options") or [])}
     return Edits(
         device_nodes=tuple(n for n in edits.device_nodes if n.path not in have_nodes),
         device_rules=tuple(r for r in edits.device_rules
@@ -39,6 +44,9 @@ def remaining(edits: Edits, spec: Spec) -> Edits:
         env=(),
         additional_gids=(),
         ldcache_dirs=() if ldconfig_done else edits.ldcache_dirs,
+        masked_paths=tuple(p for p in edits.masked_paths if p not in masked),
+        readonly_mounts=tuple(p for p in edits.readonly_mounts if p not in ro_done),
+        proc_overlays=tuple(o for o in edits.proc_overlays if o.target not in overlays_done),
     )
 
 
@@ -66,11 +74,50 @@ def apply(edits: Edits, pid: int, root_path: str, host_base: str, ldconfig: str,
                 _node(root, n, node_group(n, uid, gids), node_sources[n.path])
             for target, fd in sources.items():
                 bind_mount(fd, root, target)
+            _harden(root, edits)
         if edits.ldcache_dirs:
             run([ldconfig, "-r", root_path, *edits.ldcache_dirs], timeout=30)
     finally:
         for fd in (*sources.values(), *node_sources.values()):
             os.close(fd)
+
+
+def _harden(root: InRoot, edits: Edits) -> None:
+    """Masks (a read-only empty tmpfs over each existing directory), read-only remounts, procfs overlays."""
+    for path in edits.masked_paths:
+        with _opened(root, path) as fd:
+            if fd is not None:
+                syscalls.mount("tmpfs", f"/proc/self/fd/{fd}", "tmpfs", syscalls.MS_RDONLY | syscalls.MS_NOSUID
+                               | syscalls.MS_NODEV)
+    for path in edits.readonly_mounts:
+        with _opened(root, path) as fd:
+            if fd is not None:
+                syscalls.mount(None, f"/proc/self/fd/{fd}", None, syscalls.MS_REMOUNT | syscalls.MS_BIND
+                               | syscalls.MS_RDONLY)
+    for o in edits.proc_overlays:
+        with _opened(root, o.target) as fd:
+            exists = fd is not None
+        target, source = (o.target, f"{o.source}/{os.path.basename(o.target)}") if exists else \
+            (os.path.dirname(o.target), o.source)
+        src = os.open(source, os.O_PATH | os.O_CLOEXEC | os.O_DIRECTORY)
+        try:
+            bind_mount(src, root, target, noexec=True)
+        finally:
+            os.close(src)
+
+
+@contextmanager
+def _opened(root: InRoot, path: str) -> Iterator[int | None]:
+    """An O_PATH descriptor of `path` in the root, or None where it does not exist."""
+    try:
+        fd = root.open(path)
+    except FileNotFoundError:
+        yield None
+        return
+    try:
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def _host_node(host_base: str, path: str) -> int:

@@ -17,7 +17,7 @@ ENV_KEYS = ("NVIDIA_VISIBLE_DEVICES", "AMD_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPA
 # Keys of the stable interface that later features implement; asking for them now must not pass silently.
 _NOT_YET = ("clocks", "power-limit", "perf-level", "compute-mode", "exclusive",
             "fine-grain-pcie", "gfx-override")
-_KNOWN = ("gpus", "vendor", "capabilities", "require", *_NOT_YET)
+_KNOWN = ("gpus", "vendor", "capabilities", "require", "host-rocm", *_NOT_YET)
 
 _INDEX = re.compile(r"\d+")
 _RANGE = re.compile(r"(\d+)-(\d+)")
@@ -41,11 +41,21 @@ class Selection:
 
 
 @record
+class HostRocm:
+    """gpuhook.dev/host-rocm: mount the host's ROCm user space (a version, or the one the driver supports)."""
+
+    version: str | None = None
+    override: bool = False  # the host's ROCm wins over a different one in the image
+
+
+@record
 class Request:
     """Everything a container asks gpuhook for."""
 
     selections: tuple[Selection, ...] = ()
     capabilities: frozenset[str] = DEFAULT_CAPABILITIES
+    host_rocm: HostRocm | None = None
+    host_rocm_asked: bool = False  # the annotation was given (true or false), so the policy default does not apply
 
     @property
     def wants_gpus(self) -> bool:
@@ -75,13 +85,30 @@ def parse_request(annotations: Mapping[str, str], env: Mapping[str, str], accept
                                "version: remove it or upgrade gpuhook")
     vendor = _parse_vendor(ours["vendor"]) if "vendor" in ours else None
     caps = _capabilities(ours, env, accept_env)
+    rocm = _parse_host_rocm(ours["host-rocm"]) if "host-rocm" in ours else None
+    asked = "host-rocm" in ours
     if "gpus" in ours:
         sel = _parse_gpus(f"{PREFIX}gpus", ours["gpus"], vendor)
-        return Request((sel,) if sel else (), caps)
+        return Request((sel,) if sel else (), caps, rocm, asked)
     if vendor is not None:
         raise RequestError(f"annotation {PREFIX}vendor={ours['vendor']!r} needs {PREFIX}gpus "
                            "(e.g. all, 0,1 or a UUID)")
-    return Request(_env_selections(env, accept_env), caps)
+    return Request(_env_selections(env, accept_env), caps, rocm, asked)
+
+
+def _parse_host_rocm(raw: str) -> HostRocm | None:
+    """true | false | VERSION, optionally followed by ',override' (the host's ROCm wins over the image's)."""
+    value, _, flag = raw.strip().lower().partition(",")
+    if flag not in ("", "override") or not value:
+        raise RequestError(f"annotation {PREFIX}host-rocm={raw!r}: expected true, false or a version such as 6.2, "
+                           "optionally followed by ',override'")
+    if value == "false":
+        return None
+    if value == "true":
+        return HostRocm(None, bool(flag))
+    if not all(p.isdigit() for p in value.split(".")) or value.count(".") > 2:
+        raise RequestError(f"annotation {PREFIX}host-rocm={raw!r}: {value!r} is not a ROCm version such as 6.2.1")
+    return HostRocm(value, bool(flag))
 
 
 def _parse_vendor(value: str) -> str:

@@ -195,9 +195,9 @@ def _has_openat2() -> bool:
     return True
 
 
-def bind_mount(source_fd: int, root: InRoot, target: str, readonly: bool = True) -> None:
+def bind_mount(source_fd: int, root: InRoot, target: str, readonly: bool = True, noexec: bool = False) -> None:
     """Bind-mount the open source onto `target` in the root (created if missing), then remount
-    read-only, nosuid, nodev. Both sides are descriptors: no path is resolved twice."""
+    read-only, nosuid, nodev (and noexec if asked). Both sides are descriptors: no path is resolved twice."""
     dst = root.create_file(target) if not stat.S_ISDIR(os.fstat(source_fd).st_mode) else root.make_dirs(target)
     try:
         syscalls.mount(f"/proc/self/fd/{source_fd}", f"/proc/self/fd/{dst}", None, syscalls.MS_BIND)
@@ -207,6 +207,7 @@ def bind_mount(source_fd: int, root: InRoot, target: str, readonly: bool = True)
         top = root.open(target, _PATH, follow_last=False)  # the new mount, on top of what dst pointed at
         try:
             syscalls.mount(None, f"/proc/self/fd/{top}", None, syscalls.MS_BIND | syscalls.MS_REMOUNT
-                           | syscalls.MS_RDONLY | syscalls.MS_NOSUID | syscalls.MS_NODEV)
+                           | syscalls.MS_RDONLY | syscalls.MS_NOSUID | syscalls.MS_NODEV
+                           | (syscalls.MS_NOEXEC if noexec else 0))
         finally:
             os.close(top)

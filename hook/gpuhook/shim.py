@@ -27,7 +27,7 @@ _MARKERS = (b"gpuhook.dev/", b"NVIDIA_VISIBLE_DEVICES", b"AMD_VISIBLE_DEVICES")
 class RuncArgs:
     """What the shim needs from a runc command line: the command, bundle, container id, log options."""
 
-    __slots__ = ("bundle", "command", "container_id", "log", "log_format")
+    __slots__ = ("bundle", "command", "container_id", "log", "log_format", "root")
 
     def __init__(self, argv: list[str]) -> None:
         self.command: str | None = None
@@ -35,6 +35,7 @@ class RuncArgs:
         self.container_id = ""
         self.log: str | None = None
         self.log_format = "text"
+        self.root = "/run/runc"  # runc's default state directory
         i = 0
         while i < len(argv):
             arg = argv[i]
@@ -46,6 +47,8 @@ class RuncArgs:
                         value = argv[i] if i < len(argv) else ""
                     if name == "--log":
                         self.log = value
+                    elif name == "--root":
+                        self.root = value
                     elif name == "--log-format":
                         self.log_format = value
                 elif not arg.startswith("-"):
@@ -92,7 +95,7 @@ def _maybe_inject(args: RuncArgs, table: dict[str, object], path: str, validated
     from gpuhook import inject, spec
 
     new, warnings = inject.edited_spec(spec.load_spec(data, spec_path), args.bundle, args.container_id, table,
-                                       path, validated)
+                                       path, validated, args.root)
     for w in warnings:
         sys.stderr.write(f"gpuhook-runtime: warning: {w}\n")
     if new is not None:

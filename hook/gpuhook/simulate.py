@@ -49,6 +49,8 @@ class HostSpec:
     gfx_target_version: int = 90402  # gfx942
     bmc_card: bool = True  # a VGA card0 (a BMC) before the AMD GPUs' card nodes, as on servers
     drivers_without_gpus: tuple[str, ...] = ()  # vendors whose driver is loaded even with no GPU
+    host_rocm: tuple[str, ...] = ()  # ROCm user-space trees under /opt/rocm-<version>; /opt/rocm -> the last
+    rocm_data_mb: int = 0  # a sparse data file of this size in each ROCm tree, like rocBLAS's kernel libraries
 
 
 def build_host(root: str, spec: HostSpec) -> str:
@@ -59,6 +61,10 @@ def build_host(root: str, spec: HostSpec) -> str:
         _nvidia(root, spec)
     if spec.amd or "amd" in spec.drivers_without_gpus:
         _amd(root, spec)
+    for version in spec.host_rocm:
+        _rocm_tree(root, version, spec.rocm_data_mb)
+    if spec.host_rocm:
+        os.symlink(f"rocm-{spec.host_rocm[-1]}", root + "/opt/rocm")
     with open(os.path.join(root, MARKER), "w") as f:
         f.write(f"nvidia={spec.nvidia} amd={spec.amd}\n")
     return root
@@ -92,6 +98,10 @@ def _node(root: str, path: str, major: int, minor: int, mode: int, gid: int) -> 
 
 def _nvidia(root: str, spec: HostSpec) -> None:
     v = spec.nvidia_driver
+    _write(root, "/proc/driver/nvidia/params",
+           "ResmanDebugLevel: 4294967295\nRmLogonRC: 1\nModifyDeviceFiles: 1\nDeviceFileUID: 0\n"
+           "DeviceFileGID: 0\nDeviceFileMode: 438\nInitializeSystemMemoryAllocations: 1\n")
+    _write(root, "/proc/driver/nvidia/registry", "Binary: \"\"\n")
     _write(root, "/proc/driver/nvidia/version",
            f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {v}  Thu Jan  1 00:00:00 UTC 2026\n"
            "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n")
@@ -150,6 +160,24 @@ def _amd(root: str, spec: HostSpec) -> None:
     _node(root, "/dev/kfd", KFD_MAJOR, 0, 0o660, RENDER_GID)
     if spec.amd_driver:
         _write(root, "/sys/module/amdgpu/version", spec.amd_driver + "\n")
+
+
+def _rocm_tree(root: str, version: str, data_mb: int) -> None:
+    """/opt/rocm-<version>: .info/version, a stub libamdhip64 with its SONAME, a stub rocminfo, sparse data."""
+    base = f"{root}/opt/rocm-{version}"
+    _write(root, f"/opt/rocm-{version}/.info/version", f"{version}-66\n")
+    os.makedirs(f"{base}/lib", exist_ok=True)
+    major = version.split(".")[0]
+    so = f"libamdhip64.so.{major}"
+    lib = stubs.build("generic.c", f"libamdhip64.so.{version}", soname=so, defines={"STUB_NAME": f'"hip {version}"'})
+    shutil.copy2(lib, f"{base}/lib/libamdhip64.so.{version}")
+    os.symlink(f"libamdhip64.so.{version}", f"{base}/lib/{so}")
+    os.makedirs(f"{base}/bin", exist_ok=True)
+    shutil.copy2(stubs.build("tool.c", "rocminfo"), f"{base}/bin/rocminfo")
+    if data_mb:
+        os.makedirs(f"{base}/lib/rocblas/library", exist_ok=True)
+        with open(f"{base}/lib/rocblas/library/TensileLibrary_gfx942.dat", "wb") as f:
+            f.truncate(data_mb * 1024 * 1024)  # sparse: its size counts, its blocks cost nothing
 
 
 def _drm(root: str, pci: str, name: str) -> None:

@@ -6,7 +6,7 @@ import copy
 import json
 import os
 
-from gpuhook.edits import Edits
+from gpuhook.edits import Edits, ProcOverlay
 from gpuhook.errors import SpecError
 from gpuhook.proc import SAFE_ENV
 
@@ -66,12 +66,33 @@ def apply_edits(spec: Spec, edits: Edits, root_path: str, ldconfig: str) -> Spec
     stages = out.setdefault("hooks", {})
     for h in edits.hooks:
         _add_hook(stages, h.stage, {"path": h.path, "args": list(h.args), "env": list(h.env)})
+    if edits.masked_paths:
+        masked = linux.setdefault("maskedPaths", [])
+        masked.extend(p for p in edits.masked_paths if p not in masked)
+    for m in mounts:
+        if m.get("destination") in edits.readonly_mounts and "ro" not in (m.get("options") or []):
+            m["options"] = [o for o in m.get("options") or [] if o != "rw"] + ["ro"]
+    for o in edits.proc_overlays:
+        _add_hook(stages, "createContainer", overlay_hook(o, root_path))
     if edits.ldcache_dirs:
         env_list = [f"{k}={v}" for k, v in SAFE_ENV.items()]
         _add_hook(stages, "createContainer", {"path": ldconfig, "args": ["ldconfig", "-r", root_path,
                                                                           *edits.ldcache_dirs],
                                               "env": env_list})
     return out
+
+
+# Runs the host's sh and mount in the container's mount namespace before pivot_root, where <rootfs>/proc is
+# already the container's procfs (so no path in it belongs to the image). Where the kernel has no such
+# directory (a simulated host), the copy goes over its parent, holding the directory inside.
+_OVERLAY = ('if [ -d "$1$3" ]; then t="$1$3"; s="$2/${3##*/}"; else t="$1${3%/*}"; s="$2"; fi; '
+            'exec mount --bind -o ro,nosuid,nodev,noexec "$s" "$t"')
+
+
+def overlay_hook(o: ProcOverlay, root_path: str) -> dict[str, Any]:
+    """The createContainer hook that puts a read-only procfs copy over the container's own."""
+    return {"path": "/bin/sh", "args": ["sh", "-c", _OVERLAY, "gpuhook-procfs", root_path, o.source, o.target],
+            "env": [f"{k}={v}" for k, v in SAFE_ENV.items()]}
 
 
 def _add_hook(stages: dict[str, Any], stage: str, hook: dict[str, Any]) -> None:

@@ -1,0 +1,51 @@
+"""Read-only copies of the NVIDIA driver's procfs for containers. Writes under state_dir.
+
+A container gets /proc/driver/nvidia with `params` (ModifyDeviceFiles: 0, so the driver libraries never try
+to create device nodes), `version`, `registry` and the `gpus/<bdf>/information` of its own GPUs only. Copies
+are content-addressed and shared: containers with the same GPUs on the same driver use one directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from collections.abc import Sequence
+
+from gpuhook.inventory import Gpu
+from gpuhook.root import Root
+
+_PROC = "/proc/driver/nvidia"
+
+
+def nvidia_copy(host: Root, gpus: Sequence[Gpu], state_dir: str) -> str:
+    """The directory (holding nvidia/) to mount over the container's /proc/driver/nvidia; created if new."""
+    files: dict[str, str] = {}
+    for name in ("params", "version", "registry"):
+        if host.exists(f"{_PROC}/{name}"):
+            files[name] = host.read_text(f"{_PROC}/{name}")
+    if "params" in files:
+        files["params"] = "".join(("ModifyDeviceFiles: 0\n" if line.startswith("ModifyDeviceFiles:") else line + "\n")
+                                  for line in files["params"].splitlines())
+    for gpu in gpus:
+        info = f"{_PROC}/gpus/{gpu.pci}/information"
+        if host.exists(info):
+            files[f"gpus/{gpu.pci}/information"] = host.read_text(info)
+    digest = hashlib.sha256(repr(sorted(files.items())).encode()).hexdigest()[:20]
+    base = os.path.join(state_dir, "nvidia-procfs")
+    final = os.path.join(base, digest)
+    if os.path.isdir(final):
+        return final
+    tmp = os.path.join(base, f".{digest}.{os.getpid()}")
+    for rel, text in files.items():
+        path = os.path.join(tmp, "nvidia", rel)
+        os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, 0o444)
+    os.makedirs(os.path.join(tmp, "nvidia"), mode=0o755, exist_ok=True)
+    try:
+        os.rename(tmp, final)
+    except OSError:  # another container made the same copy first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final

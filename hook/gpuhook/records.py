@@ -1,0 +1,68 @@
+"""Which GPU containers gpuhook set up, with what driver: for `gpuhook doctor`'s stale-driver report.
+Records live in state_dir/containers/<id>.json; a record whose container is gone is dropped when read."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from gpuhook.record import record
+
+
+@record
+class ContainerRecord:
+    """A GPU container gpuhook prepared."""
+
+    id: str
+    drivers: tuple[tuple[str, str], ...]  # (vendor, driver version whose user space it got)
+    runtime_root: str = ""  # shim mode: the runtime's state dir (runc --root)
+    pid: int = 0  # hook mode: the container's init pid, with its start time
+    start_time: str = ""
+
+
+def save(state_dir: str, rec: ContainerRecord) -> None:
+    """Write a record (temp + rename). Writes a file."""
+    directory = os.path.join(state_dir, "containers")
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    path = os.path.join(directory, f"{os.path.basename(rec.id)}.json")
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump({"id": rec.id, "drivers": [list(d) for d in rec.drivers], "runtime_root": rec.runtime_root,
+                   "pid": rec.pid, "start_time": rec.start_time}, f)
+    os.replace(tmp, path)
+
+
+def start_time(pid: int) -> str:
+    """A process's start time (field 22 of /proc/<pid>/stat), which tells a pid's reuse apart."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+def alive(rec: ContainerRecord) -> bool:
+    """Whether the container still exists (its runtime state, or its init process, is there)."""
+    if rec.pid:
+        return start_time(rec.pid) == rec.start_time != ""
+    return os.path.exists(os.path.join(rec.runtime_root, rec.id, "state.json"))
+
+
+def live_records(state_dir: str) -> list[ContainerRecord]:
+    """Records of containers that still exist; the others are removed. Reads (and deletes) files."""
+    directory = os.path.join(state_dir, "containers")
+    out = []
+    for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
+        path = os.path.join(directory, name)
+        try:
+            with open(path) as f:
+                raw = json.load(f)
+            rec = ContainerRecord(raw["id"], tuple(tuple(d) for d in raw["drivers"]), raw.get("runtime_root", ""),
+                                  int(raw.get("pid", 0)), raw.get("start_time", ""))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if alive(rec):
+            out.append(rec)
+        else:
+            os.unlink(path)
+    return out
