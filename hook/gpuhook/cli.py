@@ -48,6 +48,12 @@ def _parser() -> argparse.ArgumentParser:
     h.add_argument("stage", nargs="?", choices=("prestart", "createRuntime", "poststop"),
                    help="hook stage; detected from the state's status when omitted")
     h.set_defaults(func=lambda a: _hook(a.stage))
+    g = sub.add_parser("gc", help="release tuning held by containers that are gone, and restore the originals")
+    g.set_defaults(func=_gc)
+    st = sub.add_parser("status", help="show the tuning ledger: GPU, setting, original, current, holders")
+    st.add_argument("--ledger", help="read this ledger file (e.g. ledger.json.prev) instead of state_dir's")
+    st.add_argument("--json", action="store_true", help="machine-readable output")
+    st.set_defaults(func=_status)
     doc = sub.add_parser("doctor", help="check the host and the GPU containers gpuhook set up; exit 1 if action is due")
     doc.set_defaults(func=_doctor)
     v = sub.add_parser("version", help="print the version")
@@ -86,6 +92,49 @@ def _list(args: argparse.Namespace) -> int:
         model = " ".join(dict.fromkeys(x for x in (g.model, g.arch) if x))
         nodes = " ".join(n.path for n in g.nodes)
         print(f"{g.vendor:7} {g.index:>3}  {g.uuid:42} {g.pci:13} {v.driver_version or '':10} {model:24} {nodes}")
+    return 0
+
+
+def _gc(args: argparse.Namespace) -> int:
+    from gpuhook import tune
+    from gpuhook.backends import BackendSet
+    from gpuhook.config import load
+    from gpuhook.discover import discover
+    from gpuhook.root import Root
+
+    config = load()
+    root = Root(config.host_root)
+    with BackendSet(root, discover(root)) as backends:
+        problems = tune.sweep(config.state_dir, backends)
+    for p in problems:
+        print(f"gpuhook gc: {p}", file=sys.stderr)
+    print("gc: done" if not problems else f"gc: {len(problems)} settings could not be restored (kept for the next gc)")
+    return 1 if problems else 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    import os
+
+    from gpuhook import ledger, tune
+    from gpuhook.config import load
+
+    path = args.ledger or os.path.join(load().state_dir, ledger.NAME)
+    state = ledger.load(path)
+    rows = [{"gpu": e["gpu"], "index": e["index"], "setting": e["name"], "original": e["original"],
+             "current": e["value"], "holders": [h["id"] + ("" if tune.alive(h) else " (gone)") for h in e["holders"]]}
+            for e in sorted(state["settings"].values(), key=lambda e: e["seq"])]
+    leases = {g: h["id"] + ("" if tune.alive(h) else " (gone)") for g, h in state["leases"].items()}
+    if args.json:
+        print(json.dumps({"settings": rows, "leases": leases}, indent=2))
+        return 0
+    if not rows and not leases:
+        print("no GPU tuning is held")
+    if rows:
+        print(f"{'GPU':44} {'SETTING':12} {'ORIGINAL':12} {'CURRENT':12} HOLDERS")
+        for r in rows:
+            print(f"{r['gpu']:44} {r['setting']:12} {r['original']:12} {r['current']:12} {', '.join(r['holders'])}")
+    for gpu, holder in leases.items():
+        print(f"exclusive: {gpu} held by {holder}")
     return 0
 
 

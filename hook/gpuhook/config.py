@@ -8,6 +8,7 @@ import os
 from gpuhook.configfile import config_path, read_config, remember_valid
 from gpuhook.errors import ConfigError
 from gpuhook.record import record
+from gpuhook.tuneplan import TuningPolicy
 
 TYPE_CHECKING = False  # typing costs milliseconds to import: the GPU path sits in front of a container start
 if TYPE_CHECKING:
@@ -26,6 +27,7 @@ class Policy:
     mask_kfd_proc: bool = True  # hide /sys/class/kfd/kfd/proc (other tenants' GPU processes) from AMD containers
     readonly_sys: bool = True  # GPU containers' /sys stays read-only
     nvidia_procfs: bool = True  # a read-only /proc/driver/nvidia copy: ModifyDeviceFiles 0, own GPUs only
+    allow_tuning: bool = True  # containers may ask for clocks, power limits, perf levels, compute modes, leases
 
 
 @record
@@ -40,6 +42,7 @@ class Config:
     log_level: str = "info"
     ldconfig: str = "/sbin/ldconfig"
     policy: Policy = Policy()  # frozen: one shared default is safe
+    tuning: TuningPolicy = TuningPolicy()
 
 
 def load() -> Config:
@@ -55,8 +58,19 @@ def from_table(table: dict[str, Any], path: str, validated: bool = False) -> Con
         _validate(table, path)
         remember_valid(path, table)
     policy = Policy(**table.get("policy", {}))
-    top = {k: v for k, v in table.items() if k != "policy"}
-    return Config(path=path, policy=policy, **top)
+    t = table.get("tuning", {})
+    tuning = TuningPolicy(policy.allow_tuning, _pair(t.get("clocks_mhz")), _pair(t.get("power_watts")),
+                          _names(t.get("perf_levels")), _names(t.get("compute_modes")), t.get("exclusive", True))
+    top = {k: v for k, v in table.items() if k not in ("policy", "tuning")}
+    return Config(path=path, policy=policy, tuning=tuning, **top)
+
+
+def _pair(value: list[int] | None) -> tuple[int, int] | None:
+    return (int(value[0]), int(value[1])) if value else None
+
+
+def _names(value: list[str] | None) -> tuple[str, ...] | None:
+    return tuple(value) if value is not None else None
 
 
 def schema() -> dict[str, Any]:

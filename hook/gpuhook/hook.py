@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 import os
 import sys
+from typing import Any
 
 from gpuhook import logs, records
-from gpuhook.config import load
+from gpuhook.config import Config, load
 from gpuhook.errors import GpuhookError, SpecError
+from gpuhook.inject import Prepared, prepare
 
 STAGES = ("prestart", "createRuntime", "poststop")
 
@@ -40,7 +42,7 @@ def main(stage: str | None) -> int:
 
 
 def _prestart(state: dict[str, object]) -> None:
-    from gpuhook import inject, live
+    from gpuhook import live
     from gpuhook.spec import load_spec, rootfs
 
     bundle = str(state.get("bundle") or "")
@@ -55,7 +57,7 @@ def _prestart(state: dict[str, object]) -> None:
         raise SpecError(f"cannot read {path}: {e.strerror}") from e
     config = load()
     log = logs.logger(config, str(state.get("id", "")), "hook")
-    prepared = inject.prepare(spec, bundle, config, log)
+    prepared = prepare(spec, bundle, config, log)
     if prepared is None:
         return
     warnings = list(prepared.warnings)
@@ -70,10 +72,32 @@ def _prestart(state: dict[str, object]) -> None:
     user = (spec.get("process") or {}).get("user") or {}
     gids = {int(user.get("gid", 0)), *(int(g) for g in user.get("additionalGids") or [])}
     live.apply(todo, pid, rootfs(spec, bundle), config.host_root, config.ldconfig, int(user.get("uid", 0)), gids)
-    records.save(config.state_dir, records.ContainerRecord(str(state.get("id", "")), prepared.drivers, "", pid,
-                                                           records.start_time(pid)))
+    cid = str(state.get("id", ""))
+    records.save(config.state_dir, records.ContainerRecord(cid, prepared.drivers, "", pid, records.start_time(pid),
+                                                           prepared.gpus))
     log.info("applied live", devices=[n.path for n in todo.device_nodes], mounts=len(todo.mounts),
              rules=len(todo.device_rules))
+    if prepared.settings or prepared.exclusive:
+        _tune(config, cid, pid, prepared, log)
+
+
+def _tune(config: Config, cid: str, pid: int, prepared: Prepared, log: Any) -> None:
+    """Leases and settings for this container, all or nothing (tune.acquire rolls back on failure)."""
+    from gpuhook import tune
+    from gpuhook.backends import BackendSet
+    from gpuhook.discover import discover
+    from gpuhook.root import Root
+
+    root = Root(config.host_root)
+
+    def users(gpu: str) -> list[str]:
+        return [r.id for r in records.live_records(config.state_dir) if gpu in r.gpus]
+
+    with BackendSet(root, discover(root)) as backends:
+        tune.acquire(config.state_dir, tune.Holder(cid, pid, records.start_time(pid)), prepared.settings,
+                     prepared.exclusive, backends, users)
+    log.info("tuned", settings=[f"{s.gpu}:{s.name}={s.value}" for s in prepared.settings],
+             exclusive=list(prepared.exclusive))
 
 
 def _env_present(spec: dict[str, object], env: tuple[str, ...]) -> bool:
@@ -83,10 +107,29 @@ def _env_present(spec: dict[str, object], env: tuple[str, ...]) -> bool:
 
 
 def _poststop(state: dict[str, object]) -> int:
-    """Never fails: a container's removal must not depend on gpuhook."""
+    """Releases the container's tuning and leases. Never fails: a container's removal must not depend on
+    gpuhook; what cannot be restored now stays in the ledger for `gpuhook gc`."""
+    cid = str(state.get("id", ""))
     try:
         config = load()
-        logs.logger(config, str(state.get("id", "")), "hook").info("poststop")
-    except GpuhookError as e:
-        print(f"gpuhook hook: poststop: {e} (ignored)", file=sys.stderr)
+        log = logs.logger(config, cid, "hook")
+        problems = _untune(config, cid)
+        for p in problems:
+            log.error("restore failed", detail=p)
+        log.info("poststop", problems=len(problems))
+    except (GpuhookError, OSError) as e:
+        print(f"gpuhook hook: poststop: {e} (left for gpuhook gc)", file=sys.stderr)
     return 0
+
+
+def _untune(config: Config, cid: str) -> list[str]:
+    if not os.path.exists(os.path.join(config.state_dir, "ledger.json")):
+        return []
+    from gpuhook import tune
+    from gpuhook.backends import BackendSet
+    from gpuhook.discover import discover
+    from gpuhook.root import Root
+
+    root = Root(config.host_root)
+    with BackendSet(root, discover(root)) as backends:
+        return tune.release(config.state_dir, cid, backends)

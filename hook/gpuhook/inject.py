@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import sys
 
-from gpuhook import compat, hostrocm, logs, procfs, records, rocm
+from gpuhook import compat, hostrocm, ledger, logs, procfs, records, rocm
 from gpuhook.config import Config, from_table
 from gpuhook.discover import discover
-from gpuhook.edits import Edits, ProcOverlay, merge
+from gpuhook.edits import Edits, Hook, ProcOverlay, merge
 from gpuhook.errors import ConfigError, PolicyError, RequestError
 from gpuhook.inventory import VendorInventory
 from gpuhook.plan import edits_for, select_all
@@ -16,6 +17,8 @@ from gpuhook.request import HostRocm, Request, env_map, parse_request
 from gpuhook.root import Root
 from gpuhook.safepath import InRoot
 from gpuhook.spec import apply_edits, rootfs
+from gpuhook.tune import alive as tune_alive
+from gpuhook.tuneplan import Setting, check_policy, gpus_in_spec, settings_for
 
 TYPE_CHECKING = False  # typing costs milliseconds to import: the GPU path sits in front of a container start
 if TYPE_CHECKING:
@@ -31,24 +34,42 @@ class Prepared:
     edits: Edits
     warnings: tuple[str, ...]
     drivers: tuple[tuple[str, str], ...] = ()
+    settings: tuple[Setting, ...] = ()  # host tuning for the prestart hook to apply
+    exclusive: tuple[str, ...] = ()  # GPUs to lease
+    gpus: tuple[str, ...] = ()  # every GPU the container gets (UUID, else PCI address)
 
 
-def prepare(spec: Spec, bundle: str, config: Config, log: Any) -> Prepared | None:
+def prepare(spec: Spec, bundle: str, config: Config, log: Any, gpuhook_bin: str = "/usr/local/bin/gpuhook"
+            ) -> Prepared | None:
     """What the container asked for, checked against the host and the image, as Edits; None when it asks for
     nothing. Reads the host and the image's files, writes procfs copies under state_dir; RequestError,
     PlanError or PolicyError when it cannot start."""
     annotations = spec.get("annotations") or {}
     env = env_map((spec.get("process") or {}).get("env") or [])
     request = parse_request(annotations, env, config.policy.accept_env_requests)
-    if not request.wants_gpus:
+    tuning = request.tuning
+    if not request.wants_gpus and not tuning.touches_host() and not tuning.env:
         if request.host_rocm_asked and request.host_rocm:
             raise RequestError("gpuhook.dev/host-rocm needs AMD GPUs: add gpuhook.dev/gpus")
         log.debug("no gpu request")
         return None
+    check_policy(tuning, config.tuning)
     root = Root(config.host_root)
     inventory = discover(root)
-    selected = select_all(request, inventory)
+    if request.wants_gpus:
+        selected = select_all(request, inventory)
+    else:  # tuning for the GPUs a device plugin (or --device) already put in the spec
+        selected = gpus_in_spec(((spec.get("linux") or {}).get("devices") or []), inventory)
+        if not selected:
+            raise RequestError("the gpuhook.dev/ tuning annotations need GPUs: add gpuhook.dev/gpus, or give the "
+                               "container GPU device nodes (a device plugin, --device)")
     by_vendor = {inv.vendor: (inv, gpus) for inv, gpus in selected}
+    if tuning.env and "amd" not in by_vendor:
+        raise RequestError("gpuhook.dev/fine-grain-pcie and gpuhook.dev/gfx-override are AMD runtime settings, "
+                           "but this container's GPUs are " + ", ".join(by_vendor))
+    settings = settings_for(tuning, selected)
+    gpu_names = tuple(g.uuid or g.pci for _, gpus in selected for g in gpus)
+    _check_leases(config.state_dir, gpu_names)
     root_path = rootfs(spec, bundle)
     dev = os.path.join(root_path, "dev")
     if os.path.islink(dev):
@@ -62,8 +83,9 @@ def prepare(spec: Spec, bundle: str, config: Config, log: Any) -> Prepared | Non
     finally:
         if image:
             image.close()
-    edits = merge([verdict.edits, edits_for(selected, request, inventory), rocm_edits,
-                   _hardening(config, root, by_vendor)])
+    injected = edits_for(selected, request, inventory) if request.wants_gpus else Edits()
+    edits = merge([verdict.edits, injected, rocm_edits, _hardening(config, root, by_vendor), Edits(env=tuning.env),
+                   _tuning_hooks(config, gpuhook_bin) if tuning.touches_host() else Edits()])
     if edits.ldcache_dirs and not os.access(config.ldconfig, os.X_OK):
         raise ConfigError(f"the host's ldconfig {config.ldconfig} is missing or not executable: install "
                           "libc-bin or set `ldconfig` in " + config.path)
@@ -73,7 +95,27 @@ def prepare(spec: Spec, bundle: str, config: Config, log: Any) -> Prepared | Non
              capabilities=sorted(request.capabilities), devices=[n.path for n in edits.device_nodes],
              mounts=len(edits.mounts), gids=list(edits.additional_gids), host_rocm=tree_version)
     drivers = tuple((v, inv.driver_version or "") for v, (inv, _) in by_vendor.items())
-    return Prepared(edits, verdict.warnings, drivers)
+    return Prepared(edits, verdict.warnings, drivers, settings, gpu_names if tuning.exclusive else (), gpu_names)
+
+
+def _check_leases(state_dir: str, gpus: tuple[str, ...]) -> None:
+    """Refuse early (before runc) a container asking for a GPU another live container holds exclusively."""
+    try:
+        leases = ledger.load(os.path.join(state_dir, ledger.NAME))["leases"]
+    except ledger.LedgerError:
+        return  # the prestart hook reports a corrupt ledger where it matters: when tuning is asked
+    for gpu in gpus:
+        holder = leases.get(gpu)
+        if holder and tune_alive(holder):
+            raise PolicyError(f"GPU {gpu} is held exclusively by container {holder['id']}: wait for it to stop or "
+                              "pick other GPUs")
+
+
+def _tuning_hooks(config: Config, gpuhook_bin: str) -> Edits:
+    """The prestart hook that applies tuning and the poststop hook that restores it (shim mode)."""
+    env = (f"GPUHOOK_CONFIG={config.path}", "PATH=/usr/sbin:/usr/bin:/sbin:/bin")
+    return Edits(hooks=(Hook("prestart", gpuhook_bin, ("gpuhook", "hook", "prestart"), env),
+                        Hook("poststop", gpuhook_bin, ("gpuhook", "hook", "poststop"), env)))
 
 
 def _host_rocm(request: Request, config: Config, root: Root, by_vendor: dict[str, tuple[VendorInventory, Any]],
@@ -109,9 +151,14 @@ def edited_spec(spec: Spec, bundle: str, container_id: str, table: dict[str, Any
     """The spec with the container's GPUs added (None when it asks for nothing) and warnings for the user.
     Records the container under state_dir (for doctor's stale-driver report)."""
     config = from_table(table, config_path, validated)
-    prepared = prepare(spec, bundle, config, logs.logger(config, container_id, "shim"))
+    gpuhook_bin = os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), "gpuhook")
+    prepared = prepare(spec, bundle, config, logs.logger(config, container_id, "shim"), gpuhook_bin)
     if prepared is None:
         return None, ()
+    if (prepared.settings or prepared.exclusive) and not os.access(gpuhook_bin, os.X_OK):
+        raise ConfigError(f"tuning needs the gpuhook hook next to gpuhook-runtime, but {gpuhook_bin} is missing: "
+                          "reinstall gpuhook (./install.sh)")
     new = apply_edits(spec, prepared.edits, rootfs(spec, bundle), config.ldconfig)
-    records.save(config.state_dir, records.ContainerRecord(container_id, prepared.drivers, runtime_root))
+    records.save(config.state_dir, records.ContainerRecord(container_id, prepared.drivers, runtime_root,
+                                                           gpus=prepared.gpus))
     return new, prepared.warnings

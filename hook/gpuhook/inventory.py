@@ -34,6 +34,7 @@ class Gpu:
     nodes: tuple[DeviceNode, ...]
     missing: tuple[str, ...] = ()  # node paths the GPU should have but the host lacks
     arch: str = ""  # NVIDIA: empty here; AMD: gfx target, e.g. gfx90a
+    sysfs: str = ""  # AMD: the PCI device's sysfs directory (host-absolute), where amdgpu's tunables are
 
 
 @record

@@ -18,6 +18,7 @@ class ContainerRecord:
     runtime_root: str = ""  # shim mode: the runtime's state dir (runc --root)
     pid: int = 0  # hook mode: the container's init pid, with its start time
     start_time: str = ""
+    gpus: tuple[str, ...] = ()  # the GPUs it got (UUID, else PCI address)
 
 
 def save(state_dir: str, rec: ContainerRecord) -> None:
@@ -28,7 +29,7 @@ def save(state_dir: str, rec: ContainerRecord) -> None:
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w") as f:
         json.dump({"id": rec.id, "drivers": [list(d) for d in rec.drivers], "runtime_root": rec.runtime_root,
-                   "pid": rec.pid, "start_time": rec.start_time}, f)
+                   "pid": rec.pid, "start_time": rec.start_time, "gpus": list(rec.gpus)}, f)
     os.replace(tmp, path)
 
 
@@ -58,7 +59,7 @@ def live_records(state_dir: str) -> list[ContainerRecord]:
             with open(path) as f:
                 raw = json.load(f)
             rec = ContainerRecord(raw["id"], tuple(tuple(d) for d in raw["drivers"]), raw.get("runtime_root", ""),
-                                  int(raw.get("pid", 0)), raw.get("start_time", ""))
+                                  int(raw.get("pid", 0)), raw.get("start_time", ""), tuple(raw.get("gpus", ())))
         except (OSError, ValueError, KeyError, TypeError):
             continue
         if alive(rec):

@@ -7,6 +7,8 @@ from collections.abc import Iterable, Mapping
 
 from gpuhook.errors import RequestError
 from gpuhook.record import record
+from gpuhook.tuningreq import KEYS as TUNING_KEYS
+from gpuhook.tuningreq import Tuning, parse_tuning
 
 PREFIX = "gpuhook.dev/"
 VENDORS = ("nvidia", "amd")
@@ -14,10 +16,7 @@ CAPABILITIES = ("compute", "utility", "video", "graphics", "display", "compat32"
 DEFAULT_CAPABILITIES = frozenset({"compute", "utility"})
 ENV_KEYS = ("NVIDIA_VISIBLE_DEVICES", "AMD_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES")
 
-# Keys of the stable interface that later features implement; asking for them now must not pass silently.
-_NOT_YET = ("clocks", "power-limit", "perf-level", "compute-mode", "exclusive",
-            "fine-grain-pcie", "gfx-override")
-_KNOWN = ("gpus", "vendor", "capabilities", "require", "host-rocm", *_NOT_YET)
+_KNOWN = ("gpus", "vendor", "capabilities", "require", "host-rocm", *TUNING_KEYS)
 
 _INDEX = re.compile(r"\d+")
 _RANGE = re.compile(r"(\d+)-(\d+)")
@@ -56,6 +55,7 @@ class Request:
     capabilities: frozenset[str] = DEFAULT_CAPABILITIES
     host_rocm: HostRocm | None = None
     host_rocm_asked: bool = False  # the annotation was given (true or false), so the policy default does not apply
+    tuning: Tuning = Tuning()
 
     @property
     def wants_gpus(self) -> bool:
@@ -80,20 +80,18 @@ def parse_request(annotations: Mapping[str, str], env: Mapping[str, str], accept
         if key not in _KNOWN:
             raise RequestError(f"unknown annotation {PREFIX}{key}={value!r}: known keys are "
                                + ", ".join(PREFIX + k for k in _KNOWN))
-        if key in _NOT_YET:
-            raise RequestError(f"annotation {PREFIX}{key}={value!r} is not supported by this gpuhook "
-                               "version: remove it or upgrade gpuhook")
     vendor = _parse_vendor(ours["vendor"]) if "vendor" in ours else None
     caps = _capabilities(ours, env, accept_env)
     rocm = _parse_host_rocm(ours["host-rocm"]) if "host-rocm" in ours else None
     asked = "host-rocm" in ours
+    tuning = parse_tuning(ours)
     if "gpus" in ours:
         sel = _parse_gpus(f"{PREFIX}gpus", ours["gpus"], vendor)
-        return Request((sel,) if sel else (), caps, rocm, asked)
+        return Request((sel,) if sel else (), caps, rocm, asked, tuning)
     if vendor is not None:
         raise RequestError(f"annotation {PREFIX}vendor={ours['vendor']!r} needs {PREFIX}gpus "
                            "(e.g. all, 0,1 or a UUID)")
-    return Request(_env_selections(env, accept_env), caps, rocm, asked)
+    return Request(_env_selections(env, accept_env), caps, rocm, asked, tuning)
 
 
 def _parse_host_rocm(raw: str) -> HostRocm | None:

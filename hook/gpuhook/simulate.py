@@ -12,6 +12,7 @@ from gpuhook.errors import SimulatorError
 from gpuhook.proc import run
 
 MARKER = ".gpuhook-simulated"
+SIM_STATE = "/var/lib/gpuhook-sim"  # the stub NVML's and amd_smi's state, under the simulated root
 LDCONFIG = "/sbin/ldconfig"
 RENDER_GID = 109
 VIDEO_GID = 44
@@ -49,6 +50,7 @@ class HostSpec:
     gfx_target_version: int = 90402  # gfx942
     bmc_card: bool = True  # a VGA card0 (a BMC) before the AMD GPUs' card nodes, as on servers
     drivers_without_gpus: tuple[str, ...] = ()  # vendors whose driver is loaded even with no GPU
+    amdsmi: bool = True  # a stub libamd_smi.so in /opt/rocm/lib (else tuning falls back to amdgpu sysfs)
     host_rocm: tuple[str, ...] = ()  # ROCm user-space trees under /opt/rocm-<version>; /opt/rocm -> the last
     rocm_data_mb: int = 0  # a sparse data file of this size in each ROCm tree, like rocBLAS's kernel libraries
 
@@ -65,6 +67,8 @@ def build_host(root: str, spec: HostSpec) -> str:
         _rocm_tree(root, version, spec.rocm_data_mb)
     if spec.host_rocm:
         os.symlink(f"rocm-{spec.host_rocm[-1]}", root + "/opt/rocm")
+    if spec.amd and spec.amdsmi:
+        _amdsmi(root, spec)
     with open(os.path.join(root, MARKER), "w") as f:
         f.write(f"nvidia={spec.nvidia} amd={spec.amd}\n")
     return root
@@ -118,8 +122,10 @@ def _nvidia(root: str, spec: HostSpec) -> None:
     _node(root, "/dev/nvidia-uvm", UVM_MAJOR, 0, 0o666, 0)
     _node(root, "/dev/nvidia-uvm-tools", UVM_MAJOR, 1, 0o666, 0)
     cc_major, cc_minor = spec.nvidia_arch.split(".")
+    os.makedirs(root + SIM_STATE, exist_ok=True)
     defines = {"STUB_DRIVER_VERSION": f'"{v}"', "STUB_CUDA_VERSION": str(spec.cuda_version),
-               "STUB_CC_MAJOR": cc_major, "STUB_CC_MINOR": cc_minor, "STUB_BRAND": str(spec.nvidia_brand)}
+               "STUB_CC_MAJOR": cc_major, "STUB_CC_MINOR": cc_minor, "STUB_BRAND": str(spec.nvidia_brand),
+               "STUB_STATE": f'"{root}{SIM_STATE}/nvml"', "STUB_NV_GPUS": str(max(spec.nvidia, 1))}
     os.makedirs(root + LIB_DIR, exist_ok=True)
     for stem, (soname, source) in NVIDIA_LIBS.items():
         so = soname.format(v=v)
@@ -157,6 +163,7 @@ def _amd(root: str, spec: HostSpec) -> None:
         _drm(root, pci, f"renderD{render_minor}")
         _node(root, f"/dev/dri/card{card}", DRI_MAJOR, card, 0o660, VIDEO_GID)
         _node(root, f"/dev/dri/renderD{render_minor}", DRI_MAJOR, render_minor, 0o660, RENDER_GID)
+        _amdgpu_sysfs(root, f"/sys/devices/pci0000:00/{pci}")
     _node(root, "/dev/kfd", KFD_MAJOR, 0, 0o660, RENDER_GID)
     if spec.amd_driver:
         _write(root, "/sys/module/amdgpu/version", spec.amd_driver + "\n")
@@ -178,6 +185,30 @@ def _rocm_tree(root: str, version: str, data_mb: int) -> None:
         os.makedirs(f"{base}/lib/rocblas/library", exist_ok=True)
         with open(f"{base}/lib/rocblas/library/TensileLibrary_gfx942.dat", "wb") as f:
             f.truncate(data_mb * 1024 * 1024)  # sparse: its size counts, its blocks cost nothing
+
+
+def _amdgpu_sysfs(root: str, device: str) -> None:
+    """amdgpu's tunables as plain files (writes replace the text: no kernel semantics behind them)."""
+    _write(root, f"{device}/power_dpm_force_performance_level", "auto\n")
+    _write(root, f"{device}/pp_dpm_sclk", "0: 500Mhz *\n1: 1200Mhz\n2: 1700Mhz\n3: 2100Mhz\n")
+    _write(root, f"{device}/hwmon/hwmon0/power1_cap", "300000000\n")
+    _write(root, f"{device}/hwmon/hwmon0/power1_cap_max", "750000000\n")
+
+
+def _amdsmi(root: str, spec: HostSpec) -> None:
+    """A stub libamd_smi.so with every symbol the amdsmi package binds, where amdsmi looks: /opt/rocm/lib."""
+    implemented = {"amdsmi_init", "amdsmi_shut_down", "amdsmi_get_socket_handles", "amdsmi_get_processor_handles",
+                   "amdsmi_get_gpu_device_bdf", "amdsmi_get_gpu_perf_level", "amdsmi_set_gpu_perf_level",
+                   "amdsmi_get_power_cap_info", "amdsmi_set_power_cap", "amdsmi_set_gpu_clk_range"}
+    rest = "".join(f"int {name}(void) {{ return 2; }}\n" for name in stubs.amdsmi_symbols() if name not in implemented)
+    os.makedirs(root + SIM_STATE, exist_ok=True)
+    lib = stubs.build("amd_smi.c", "libamd_smi.so", soname="libamd_smi.so",
+                      defines={"STUB_STATE": f'"{root}{SIM_STATE}/amdsmi"', "STUB_AMD_GPUS": str(spec.amd)},
+                      extra_code=rest)
+    lib_dir = os.path.realpath(root + "/opt/rocm") + "/lib" if os.path.islink(root + "/opt/rocm") else \
+        root + "/opt/rocm/lib"
+    os.makedirs(lib_dir, exist_ok=True)
+    shutil.copy2(lib, f"{lib_dir}/libamd_smi.so")
 
 
 def _drm(root: str, pci: str, name: str) -> None:

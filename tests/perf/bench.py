@@ -100,6 +100,8 @@ def _variants(work: Path, scale: list[int]) -> list[Variant]:
         add(f"shim {vendor} all 8 GPUs", [shim], 8, {"gpuhook.dev/gpus": "all", "gpuhook.dev/vendor": vendor})
         add(f"hook mode {vendor} 1 of 8 GPUs (runc + gpuhook hook prestart)", ["runc"], 8,
             {"gpuhook.dev/gpus": "0", "gpuhook.dev/vendor": vendor}, hook=True)
+        add(f"shim {vendor} 1 of 8 GPUs + clocks (prestart applies, poststop restores)", [shim], 8,
+            {"gpuhook.dev/gpus": "0", "gpuhook.dev/vendor": vendor, "gpuhook.dev/clocks": "1500"})
     for n in scale:
         for vendor in ("nvidia", "amd"):
             add(f"scaling: {vendor} all of {n}", [shim], n, {"gpuhook.dev/gpus": "all", "gpuhook.dev/vendor": vendor})
@@ -135,7 +137,7 @@ def _report(variants: list[Variant], rounds: int) -> None:
         med = statistics.median(v.times)
         p90 = statistics.quantiles(v.times, n=10)[-1]
         print(f"| {v.name} | {med * 1000:.1f} | {p90 * 1000:.1f} | {med / base:.2f} |")
-    for pending in ("with tuning (stub NVML)", "PyInstaller binary"):
+    for pending in ("PyInstaller binary",):
         print(f"| {pending} | not built yet | | |")
 
 

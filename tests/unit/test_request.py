@@ -73,7 +73,7 @@ ERRORS = [
     ("bad env", {}, {"NVIDIA_VISIBLE_DEVICES": "MIG-1/2"}, ["NVIDIA_VISIBLE_DEVICES", "'MIG-1/2'"]),
     ("bad env caps", {}, {"NVIDIA_VISIBLE_DEVICES": "0", "NVIDIA_DRIVER_CAPABILITIES": "x"},
      ["NVIDIA_DRIVER_CAPABILITIES"]),
-    ("not yet", {A + "gpus": "0", A + "clocks": "1500"}, {}, ["gpuhook.dev/clocks", "'1500'", "not supported"]),
+    ("bad clocks", {A + "gpus": "0", A + "clocks": "fast"}, {}, ["gpuhook.dev/clocks", "'fast'", "MHz"]),
 ]
 
 

@@ -20,10 +20,24 @@ def cache_dir() -> str:
     return os.path.join(base, "gpuhook", "stubs")
 
 
+def amdsmi_symbols() -> list[str]:
+    """Every libamd_smi symbol the installed amdsmi package binds when it is imported."""
+    import importlib.util
+    import re
+
+    spec = importlib.util.find_spec("amdsmi")
+    if spec is None or not spec.submodule_search_locations:
+        raise SimulatorError("the amdsmi package is not installed: pip install amdsmi")
+    wrapper = os.path.join(next(iter(spec.submodule_search_locations)), "amdsmi_wrapper.py")
+    with open(wrapper) as f:
+        return sorted(set(re.findall(r"_libraries\['libamd_smi\.so'\]\.(\w+)", f.read())))
+
+
 def build(source: str, out_name: str, *, soname: str | None = None, defines: dict[str, str] | None = None,
-          libs: tuple[str, ...] = ()) -> str:
-    """Compile stubs/`source` into a shared library (with `soname`) or an executable; return its cached path."""
-    code = resources.files(__package__).joinpath(source).read_text()
+          libs: tuple[str, ...] = (), extra_code: str = "") -> str:
+    """Compile stubs/`source` (plus `extra_code`) into a shared library (with `soname`) or an executable;
+    return its cached path."""
+    code = resources.files(__package__).joinpath(source).read_text() + extra_code
     flags = [f"-D{k}={v}" for k, v in sorted((defines or {}).items())]
     if soname:
         flags += ["-shared", "-fPIC", f"-Wl,-soname,{soname}"]

@@ -10,6 +10,43 @@
 typedef struct { int index; } device_t;
 static device_t devices[256];
 
+/* Tunables kept in a state file (STUB_STATE), so that separate processes see one GPU; every change is
+   appended to STUB_STATE.log, and a line "<index> <call>" in STUB_STATE.fail makes that call fail. */
+static unsigned clk_lo[256], clk_hi[256], power_mw[256], compute_mode[256];
+
+static void load_state(void) {
+    for (int i = 0; i < 256; i++) { clk_lo[i] = clk_hi[i] = 0; power_mw[i] = 700000; compute_mode[i] = 0; }
+    FILE *f = fopen(STUB_STATE, "r");
+    if (!f) return;
+    int i; unsigned a, b, c, d;
+    while (fscanf(f, "%d %u %u %u %u", &i, &a, &b, &c, &d) == 5)
+        if (i >= 0 && i < 256) { clk_lo[i] = a; clk_hi[i] = b; power_mw[i] = c; compute_mode[i] = d; }
+    fclose(f);
+}
+
+static void save_state(void) {
+    FILE *f = fopen(STUB_STATE ".tmp", "w");
+    if (!f) return;
+    for (int i = 0; i < STUB_NV_GPUS; i++)
+        fprintf(f, "%d %u %u %u %u\n", i, clk_lo[i], clk_hi[i], power_mw[i], compute_mode[i]);
+    fclose(f);
+    rename(STUB_STATE ".tmp", STUB_STATE);
+}
+
+static void log_call(const char *what, int i, unsigned a, unsigned b) {
+    FILE *f = fopen(STUB_STATE ".log", "a");
+    if (f) { fprintf(f, "%s %d %u %u\n", what, i, a, b); fclose(f); }
+}
+
+static int must_fail(int i, const char *call) {
+    FILE *f = fopen(STUB_STATE ".fail", "r");
+    if (!f) return 0;
+    int j; char name[64]; int hit = 0;
+    while (fscanf(f, "%d %63s", &j, name) == 2) if (j == i && strcmp(name, call) == 0) hit = 1;
+    fclose(f);
+    return hit;
+}
+
 int nvmlInit_v2(void) { return 0; }
 int nvmlInit(void) { return 0; }
 int nvmlInitWithFlags(unsigned int flags) { (void)flags; return 0; }
@@ -51,3 +88,29 @@ int nvmlDeviceGetCudaComputeCapability(device_t *device, int *major, int *minor)
     (void)device; *major = STUB_CC_MAJOR; *minor = STUB_CC_MINOR; return 0;
 }
 int nvmlDeviceGetBrand(device_t *device, int *brand) { (void)device; *brand = STUB_BRAND; return 0; }
+
+int nvmlDeviceSetGpuLockedClocks(device_t *d, unsigned lo, unsigned hi) {
+    if (must_fail(d->index, "clocks")) return 999; /* NVML_ERROR_UNKNOWN */
+    load_state(); clk_lo[d->index] = lo; clk_hi[d->index] = hi; save_state();
+    log_call("set-clocks", d->index, lo, hi);
+    return 0;
+}
+int nvmlDeviceResetGpuLockedClocks(device_t *d) {
+    load_state(); clk_lo[d->index] = clk_hi[d->index] = 0; save_state();
+    log_call("reset-clocks", d->index, 0, 0);
+    return 0;
+}
+int nvmlDeviceGetPowerManagementLimit(device_t *d, unsigned *mw) { load_state(); *mw = power_mw[d->index]; return 0; }
+int nvmlDeviceSetPowerManagementLimit(device_t *d, unsigned mw) {
+    if (must_fail(d->index, "power")) return 999;
+    load_state(); power_mw[d->index] = mw; save_state();
+    log_call("set-power", d->index, mw, 0);
+    return 0;
+}
+int nvmlDeviceGetComputeMode(device_t *d, int *mode) { load_state(); *mode = (int)compute_mode[d->index]; return 0; }
+int nvmlDeviceSetComputeMode(device_t *d, int mode) {
+    if (must_fail(d->index, "compute")) return 999;
+    load_state(); compute_mode[d->index] = (unsigned)mode; save_state();
+    log_call("set-compute", d->index, (unsigned)mode, 0);
+    return 0;
+}

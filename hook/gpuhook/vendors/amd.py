@@ -64,8 +64,11 @@ def _gpu(root: Root, index: int, node_id: str, props: dict[str, int]) -> Gpu:
     found = [n for p in wanted if (n := read_node(root, p))]
     missing = tuple(p for p in wanted if not any(n.path == p for n in found))
     target = props.get("gfx_target_version", 0)
+    link = f"/sys/class/drm/{os.path.basename(render)}"
+    sysfs = root.to_host(os.path.dirname(os.path.dirname(root.resolve(link)))) if os.path.islink(root.lexical(link)) \
+        else ""
     return Gpu(NAME, index, hex(unique) if unique else "", pci, model, tuple(found), missing,
-               gfx_target(target) if target else "")
+               gfx_target(target) if target else "", sysfs)
 
 
 def _card_nodes(root: Root, render: str) -> list[str]:

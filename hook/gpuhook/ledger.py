@@ -1,0 +1,86 @@
+"""The tuning ledger in state_dir: originals, current values, holders, leases. The only writer of it.
+
+Every change happens under an exclusive flock and is written atomically (temp, fsync, rename) before the
+host is touched; the previous good version is kept as ledger.json.prev. A ledger that cannot be read is an
+error naming the file and the way to recover it: never a silent reset of somebody else's holdings.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from gpuhook.errors import GpuhookError
+
+NAME = "ledger.json"
+VERSION = 1
+
+State = dict[str, Any]  # {"version": 1, "seq": int, "settings": {key: entry}, "leases": {gpu: holder}}
+
+
+class LedgerError(GpuhookError):
+    """The ledger is unreadable or inconsistent; an admin must look before gpuhook changes anything."""
+
+
+def empty() -> State:
+    """A ledger with no holdings."""
+    return {"version": VERSION, "seq": 0, "settings": {}, "leases": {}}
+
+
+@contextmanager
+def locked(state_dir: str) -> Iterator[State]:
+    """The ledger, loaded under an exclusive lock held until the block ends. Creates state_dir if needed."""
+    os.makedirs(state_dir, mode=0o700, exist_ok=True)
+    fd = os.open(os.path.join(state_dir, "ledger.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield load(os.path.join(state_dir, NAME))
+    finally:
+        os.close(fd)
+
+
+def load(path: str) -> State:
+    """Read a ledger file ({} state when absent); LedgerError when it is corrupt."""
+    try:
+        with open(path) as f:
+            state = json.load(f)
+    except FileNotFoundError:
+        return empty()
+    except (OSError, ValueError) as e:
+        raise _corrupt(path, str(e)) from e
+    if not (isinstance(state, dict) and state.get("version") == VERSION and isinstance(state.get("settings"), dict)
+            and isinstance(state.get("leases"), dict)):
+        raise _corrupt(path, "unexpected structure")
+    return state
+
+
+def save(state_dir: str, state: State) -> None:
+    """Write the ledger atomically, keeping the previous version as .prev. Call while holding the lock."""
+    path = os.path.join(state_dir, NAME)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(state, f, indent=1, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    if os.path.exists(path):  # keep the last good version; ledger.json itself never disappears (readers
+        prev = f"{path}.prev.{os.getpid()}.tmp"  # outside the lock, e.g. the shim's lease check, rely on it)
+        if os.path.lexists(prev):
+            os.unlink(prev)
+        os.link(path, prev)
+        os.replace(prev, path + ".prev")
+    os.replace(tmp, path)
+    dir_fd = os.open(state_dir, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _corrupt(path: str, why: str) -> LedgerError:
+    return LedgerError(f"the tuning ledger {path} is corrupt ({why}); gpuhook applies and restores no GPU tuning "
+                       f"until it is repaired: inspect it, or restore the last good copy with "
+                       f"`cp {path}.prev {path}` and run `gpuhook gc` (see README, Tuning)")

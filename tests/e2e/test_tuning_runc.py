@@ -1,0 +1,256 @@
+"""Host tuning in front of real runc: applied for the container's life, restored after, even when it dies."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuhook.bundle import make_bundle, oci_config
+from gpuhook.simulate import HostSpec, build_host
+
+from . import conftest
+
+DEVNULL = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+
+
+class Tuned:
+    """A simulated host, a config and helpers to run containers through the shim."""
+
+    def __init__(self, tmp: Path, base_rootfs: str, spec: HostSpec, policy: str = "") -> None:
+        self.tmp, self.base = tmp, base_rootfs
+        self.host = build_host(str(tmp / "host"), spec)
+        self.config = tmp / "config.toml"
+        self.config.write_text(f'host_root = "{self.host}"\nstate_dir = "{tmp}/state"\nlog_file = "{tmp}/log"\n'
+                               + policy)
+        self.env = {"PATH": os.environ["PATH"], "GPUHOOK_CONFIG": str(self.config)}
+        self.started: list[str] = []
+
+    def bundle(self, annotations: dict[str, str], args: list[str], edit: Any = None) -> Path:
+        b = self.tmp / f"b-{uuid.uuid4().hex[:8]}"
+        spec = oci_config(args, annotations=annotations)
+        if edit:
+            edit(spec)
+        make_bundle(str(b), spec, self.base)
+        return b
+
+    def start(self, annotations: dict[str, str], edit: Any = None) -> tuple[str, subprocess.CompletedProcess[str]]:
+        """A detached container running `sleep 60`."""
+        cid = "t-" + uuid.uuid4().hex[:10]
+        b = self.bundle(annotations, ["sleep", "60"], edit)
+        r = _run_detached(conftest.SHIM, b, cid, self.env)
+        self.started.append(cid)
+        return cid, r
+
+    def stop(self, cid: str) -> None:
+        subprocess.run(["runc", "kill", cid, "KILL"], capture_output=True, check=False)
+        for _ in range(50):
+            state = subprocess.run(["runc", "state", cid], capture_output=True, text=True, check=False)
+            if state.returncode != 0 or '"status": "stopped"' in state.stdout:
+                break
+            time.sleep(0.05)
+        subprocess.run(["runc", "delete", cid], capture_output=True, check=False)
+
+    def gpuhook(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([conftest.GPUHOOK, *args], env=self.env, capture_output=True, text=True, check=False)
+
+    def nvml(self) -> dict[int, list[int]]:
+        text = Path(f"{self.host}/var/lib/gpuhook-sim/nvml").read_text()
+        return {int(f[0]): [int(x) for x in f[1:]] for f in (ln.split() for ln in text.splitlines())}
+
+    def log(self, stub: str) -> list[str]:
+        path = Path(f"{self.host}/var/lib/gpuhook-sim/{stub}.log")
+        return [ln.split()[0] for ln in path.read_text().splitlines()] if path.exists() else []
+
+
+def _run_detached(shim: str, bundle: Path, cid: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`run -d` with the container's stdio on /dev/null and our stderr in a file (a pipe would stay open)."""
+    err = bundle / "stderr"
+    with open(err, "w") as f:
+        rc = subprocess.run([shim, "run", "-d", "--bundle", str(bundle), cid], env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=f, timeout=60, check=False).returncode
+    return subprocess.CompletedProcess([], rc, "", err.read_text())
+
+
+@pytest.fixture
+def tuned(tmp_path: Path, base_rootfs: str):  # type: ignore[no-untyped-def]
+    made: list[Tuned] = []
+
+    def make(spec: HostSpec | None = None, policy: str = "") -> Tuned:
+        t = Tuned(tmp_path / f"t{len(made)}", base_rootfs, spec or HostSpec(nvidia=2, amd=2), policy)
+        made.append(t)
+        return t
+
+    yield make
+    for t in made:
+        for cid in t.started:
+            t.stop(cid)
+
+
+NV0 = {"gpuhook.dev/gpus": "0", "gpuhook.dev/vendor": "nvidia"}
+
+
+def test_nvidia_settings_live_with_the_container(tuned) -> None:  # type: ignore[no-untyped-def]
+    t = tuned()
+    cid, r = t.start({**NV0, "gpuhook.dev/clocks": "1500", "gpuhook.dev/power-limit": "400",
+                      "gpuhook.dev/compute-mode": "exclusive-process"})
+    assert r.returncode == 0, r.stderr
+    assert t.nvml()[0] == [1500, 1500, 400000, 3] and t.nvml()[1] == [0, 0, 700000, 0]
+    status = t.gpuhook("status")
+    assert "clocks       unlocked     1500-1500    " + cid in status.stdout
+    t.stop(cid)
+    assert t.nvml()[0] == [0, 0, 700000, 0]
+    assert "no GPU tuning is held" in t.gpuhook("status").stdout
+
+
+@pytest.mark.parametrize("amdsmi", [True, False], ids=["amdsmi", "sysfs"])
+def test_amd_settings_live_with_the_container(tuned, amdsmi: bool) -> None:  # type: ignore[no-untyped-def]
+    t = tuned(HostSpec(amd=2, amdsmi=amdsmi))
+    dev = Path(f"{t.host}/sys/devices/pci0000:00/0000:81:00.0")
+    cid, r = t.start({"gpuhook.dev/gpus": "1", "gpuhook.dev/perf-level": "high", "gpuhook.dev/power-limit": "250"})
+    assert r.returncode == 0, r.stderr
+    if amdsmi:
+        state = Path(f"{t.host}/var/lib/gpuhook-sim/amdsmi").read_text().splitlines()
+        assert state[1].split()[:3] == ["1", "2", "250000000"]  # AMDSMI_DEV_PERF_LEVEL_HIGH, 250 W
+    else:
+        assert (dev / "power_dpm_force_performance_level").read_text().strip() == "high"
+        assert (dev / "hwmon/hwmon0/power1_cap").read_text().strip() == "250000000"
+    t.stop(cid)
+    if amdsmi:
+        assert Path(f"{t.host}/var/lib/gpuhook-sim/amdsmi").read_text().splitlines()[1].split()[:3] == [
+            "1", "0", "300000000"]
+    else:
+        assert (dev / "power_dpm_force_performance_level").read_text().strip() == "auto"
+        assert (dev / "hwmon/hwmon0/power1_cap").read_text().strip() == "300000000"
+
+
+def test_twenty_containers_one_gpu_same_setting(tuned) -> None:  # type: ignore[no-untyped-def]
+    t = tuned()
+    bundles = [t.bundle({**NV0, "gpuhook.dev/clocks": "1500"}, ["sleep", "1"]) for _ in range(20)]
+
+    def run(b: Path) -> int:
+        return subprocess.run([conftest.SHIM, "run", "--bundle", str(b), f"c-{b.name}"], env=t.env, **DEVNULL,
+                              timeout=120, check=False).returncode
+
+    with ThreadPoolExecutor(20) as pool:
+        codes = list(pool.map(run, bundles))
+    assert codes == [0] * 20
+    assert t.log("nvml") == ["set-clocks", "reset-clocks"]  # applied once, restored once
+    assert t.nvml()[0][:2] == [0, 0]
+
+
+def test_conflicting_request_is_refused_and_the_holder_undisturbed(tuned) -> None:  # type: ignore[no-untyped-def]
+    t = tuned()
+    holder, r = t.start({**NV0, "gpuhook.dev/clocks": "1500"})
+    assert r.returncode == 0, r.stderr
+    _, refused = t.start({**NV0, "gpuhook.dev/clocks": "900"})
+    assert refused.returncode != 0
+    assert f"has clocks 1500-1500 set for container {holder}" in refused.stderr
+    assert t.nvml()[0][:2] == [1500, 1500]
+    assert '"status": "running"' in subprocess.run(["runc", "state", holder], capture_output=True, text=True).stdout
+
+
+def test_killed_container_with_lost_runtime_state_is_restored_by_gc(tuned) -> None:  # type: ignore[no-untyped-def]
+    t = tuned()
+    cid, r = t.start({**NV0, "gpuhook.dev/clocks": "1500"})
+    assert r.returncode == 0, r.stderr
+    pid = int(subprocess.run(["runc", "state", cid], capture_output=True, text=True).stdout.split('"pid": ')[1]
+              .split(",")[0])
+    os.kill(pid, signal.SIGKILL)
+    shutil.rmtree(f"/run/runc/{cid}")  # the runtime lost its state: no poststop will ever run
+    t.started.remove(cid)
+    for _ in range(50):
+        if not os.path.exists(f"/proc/{pid}"):
+            break
+        time.sleep(0.05)
+    assert t.nvml()[0][:2] == [1500, 1500]
+    gc = t.gpuhook("gc")
+    assert gc.returncode == 0, gc.stderr
+    assert t.nvml()[0][:2] == [0, 0]
+    assert "no GPU tuning is held" in t.gpuhook("status").stdout
+
+
+def test_nvml_failing_on_the_second_gpu_rolls_back_the_first(tuned) -> None:  # type: ignore[no-untyped-def]
+    t = tuned()
+    Path(f"{t.host}/var/lib/gpuhook-sim/nvml.fail").write_text("1 clocks\n")
+    _, r = t.start({"gpuhook.dev/gpus": "0,1", "gpuhook.dev/vendor": "nvidia", "gpuhook.dev/clocks": "1500"})
+    assert r.returncode != 0 and "rolled back" in r.stderr
+    assert t.nvml()[0][:2] == [0, 0] and t.nvml()[1][:2] == [0, 0]
+    assert "no GPU tuning is held" in t.gpuhook("status").stdout
+
+
+def test_corrupt_ledger_refuses_clearly_and_is_never_reset(tuned) -> None:  # type: ignore[no-untyped-def]
+    t = tuned()
+    holder, r = t.start({**NV0, "gpuhook.dev/clocks": "1500"})
+    assert r.returncode == 0, r.stderr
+    ledger = Path(t.tmp / "state/ledger.json")
+    good = ledger.read_text()
+    ledger.write_text(good[: len(good) // 2])
+    _, refused = t.start({"gpuhook.dev/gpus": "1", "gpuhook.dev/vendor": "nvidia", "gpuhook.dev/clocks": "1500"})
+    assert refused.returncode != 0 and "ledger" in refused.stderr and "ledger.json.prev" in refused.stderr
+    gc = t.gpuhook("gc")
+    assert gc.returncode != 0 and "is corrupt" in gc.stderr
+    assert ledger.read_text() == good[: len(good) // 2]  # nobody's holdings were silently dropped
+    shutil.copy(str(ledger) + ".prev", ledger)  # the documented recovery
+    t.stop(holder)
+    t.started.remove(holder)
+    assert t.gpuhook("gc").returncode == 0
+    assert t.nvml()[0][:2] == [0, 0]
+
+
+def test_exclusive_gpu(tuned) -> None:  # type: ignore[no-untyped-def]
+    t = tuned()
+    owner, r = t.start({**NV0, "gpuhook.dev/exclusive": "true"})
+    assert r.returncode == 0, r.stderr
+    _, refused = t.start(NV0)  # no tuning at all: still refused while the lease is held
+    assert refused.returncode != 0 and f"held exclusively by container {owner}" in refused.stderr
+    other, r2 = t.start({"gpuhook.dev/gpus": "1", "gpuhook.dev/vendor": "nvidia"})
+    assert r2.returncode == 0, r2.stderr
+    _, refused2 = t.start({"gpuhook.dev/gpus": "1", "gpuhook.dev/vendor": "nvidia", "gpuhook.dev/exclusive": "true"})
+    assert refused2.returncode != 0 and f"in use by container {other}" in refused2.stderr
+    t.stop(owner)
+    _, r3 = t.start(NV0)
+    assert r3.returncode == 0, r3.stderr
+
+
+def test_tuning_applies_to_gpus_a_device_plugin_put_in_the_spec(tuned) -> None:  # type: ignore[no-untyped-def]
+    t = tuned()
+
+    def device_plugin(spec: dict[str, Any]) -> None:
+        spec["linux"]["devices"] = [{"path": "/dev/nvidia1", "type": "c", "major": 195, "minor": 1, "fileMode": 438,
+                                     "uid": 0, "gid": 0}]
+
+    _, r = t.start({"gpuhook.dev/clocks": "1200"}, edit=device_plugin)
+    assert r.returncode == 0, r.stderr
+    assert t.nvml()[1][:2] == [1200, 1200] and t.nvml()[0][:2] == [0, 0]
+
+
+def test_policy_range_refused(tuned) -> None:  # type: ignore[no-untyped-def]
+    t = tuned(policy="[tuning]\nclocks_mhz = [500, 2000]\n")
+    _, r = t.start({**NV0, "gpuhook.dev/clocks": "2500"})
+    assert r.returncode != 0 and "outside what this host allows: 500-2000 MHz" in r.stderr
+
+
+def test_hook_mode_tuning(tuned) -> None:  # type: ignore[no-untyped-def]
+    t = tuned()
+
+    def hooks(spec: dict[str, Any]) -> None:
+        hook = {"path": conftest.GPUHOOK, "env": [f"GPUHOOK_CONFIG={t.config}"]}
+        spec["hooks"] = {"prestart": [{**hook, "args": ["gpuhook", "hook", "prestart"]}],
+                         "poststop": [{**hook, "args": ["gpuhook", "hook", "poststop"]}]}
+
+    cid = "h-" + uuid.uuid4().hex[:8]
+    b = t.bundle({**NV0, "gpuhook.dev/clocks": "1400"}, ["sleep", "60"], hooks)
+    assert subprocess.run(["runc", "run", "-d", "--bundle", str(b), cid], **DEVNULL, check=False).returncode == 0
+    t.started.append(cid)
+    assert t.nvml()[0][:2] == [1400, 1400]
+    t.stop(cid)
+    assert t.nvml()[0][:2] == [0, 0]
