@@ -39,8 +39,9 @@ fi
 
 [ -x "$prefix/bin/python" ] || python3 -m venv "$prefix"
 "$prefix/bin/pip" install -q --disable-pip-version-check "$src"
-# replace pip's wrappers with isolated (-I -S) launchers: faster in front of every container, and no
-# PYTHON* variable from the caller's environment reaches a root process
+# replace pip's wrappers with isolated (-I -S) launchers (no PYTHON* variable from the caller reaches a root
+# process) and, where a C compiler exists, the native pass-through front end as gpuhook-runtime (containers
+# without a GPU request never start Python); without one gpuhook-runtime is the Python shim itself
 purelib=$("$prefix/bin/python3" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 "$prefix/bin/python3" -m gpuhook.launcher "$prefix/bin" "$purelib" >/dev/null
 mkdir -p "$bindir"

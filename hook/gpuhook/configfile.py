@@ -50,6 +50,39 @@ def read_config(path: str, explicit: bool, cache_dir: str | None = CACHE_DIR) ->
     return table, False
 
 
+def remember_runtime(path: str, runtime: str, cache_dir: str | None = CACHE_DIR) -> None:
+    """Write the fast file the native front end reads: the config's identity, then the resolved runtime.
+    Best effort, same trust rules as the cache."""
+    if not cache_dir:
+        return
+    try:
+        st = os.stat(path)
+        key = f"key {st.st_dev} {st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns}"
+    except FileNotFoundError:
+        key = "key absent"
+    except OSError:
+        return
+    text = f"{key}\nruntime {runtime}\n"
+    target = _cache_file(cache_dir, path) + ".fast"
+    try:
+        with open(target, "rb") as f:
+            if f.read() == text.encode():
+                return
+    except OSError:
+        pass
+    try:
+        os.makedirs(cache_dir, mode=0o700, exist_ok=True)
+        if not _trusted(os.stat(cache_dir)):
+            return
+        tmp = f"{target}.{os.getpid()}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, target)
+    except OSError:
+        return
+
+
 def remember_valid(path: str, table: dict[str, Any], cache_dir: str | None = CACHE_DIR) -> None:
     """Record that `table`, read from `path` as it is now, passed validation. Writes the cache."""
     try:

@@ -17,7 +17,6 @@ from gpuhook.request import HostRocm, Request, env_map, parse_request
 from gpuhook.root import Root
 from gpuhook.safepath import InRoot
 from gpuhook.spec import apply_edits, rootfs
-from gpuhook.tune import alive as tune_alive
 from gpuhook.tuneplan import Setting, check_policy, gpus_in_spec, settings_for
 
 TYPE_CHECKING = False  # typing costs milliseconds to import: the GPU path sits in front of a container start
@@ -75,7 +74,8 @@ def prepare(spec: Spec, bundle: str, config: Config, log: Any, gpuhook_bin: str 
     if os.path.islink(dev):
         raise PolicyError(f"the image's /dev is a symbolic link (to {os.readlink(dev)!r}): runc follows it out of "
                           "the container when it sets up /dev, so gpuhook refuses to start this GPU container")
-    image = InRoot(root_path) if os.path.isdir(root_path) else None
+    # reads only, so the O_NOFOLLOW walk (os alone) serves; openat2 would cost ctypes before every GPU container
+    image = InRoot(root_path, use_openat2=False) if os.path.isdir(root_path) else None
     try:
         rocm_edits, tree_version = _host_rocm(request, config, root, by_vendor, image, env)
         verdict = compat.check(selected, env, annotations, root, image, config.policy.rocm_compatibility,
@@ -106,7 +106,7 @@ def _check_leases(state_dir: str, gpus: tuple[str, ...]) -> None:
         return  # the prestart hook reports a corrupt ledger where it matters: when tuning is asked
     for gpu in gpus:
         holder = leases.get(gpu)
-        if holder and tune_alive(holder):
+        if holder and records.holder_alive(holder):
             raise PolicyError(f"GPU {gpu} is held exclusively by container {holder['id']}: wait for it to stop or "
                               "pick other GPUs")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
-ENTRIES = {"gpuhook": "gpuhook.cli", "gpuhook-runtime": "gpuhook.shim"}
+ENTRIES = {"gpuhook": "gpuhook.cli", "gpuhook-runtime": "gpuhook.shim", "gpuhook-runtime-py": "gpuhook.shim"}
 
 
 def write_launchers(dest: str, python: str, path_entries: list[str]) -> dict[str, str]:
@@ -25,7 +25,33 @@ def write_launchers(dest: str, python: str, path_entries: list[str]) -> dict[str
         os.chmod(tmp, 0o755)
         os.replace(tmp, target)
         written[name] = target
+    native = build_front_end(dest)
+    if native:
+        written["gpuhook-runtime"] = native
     return written
+
+
+def build_front_end(dest: str) -> str | None:
+    """Compile the native pass-through front end into dest/gpuhook-runtime (the Python shim stays as
+    gpuhook-runtime-py beside it); None, leaving the Python launcher in place, without a C compiler."""
+    import shutil
+    import subprocess
+
+    from gpuhook.configfile import CACHE_DIR
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        return None
+    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "native", "runtime.c")
+    target = os.path.join(dest, "gpuhook-runtime")
+    tmp = f"{target}.tmp{os.getpid()}"
+    done = subprocess.run([cc, "-O2", "-o", tmp, source, f'-DCACHE_DIR="{CACHE_DIR}"'], capture_output=True,
+                          text=True, check=False, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
+    if done.returncode != 0:
+        print(f"gpuhook: the native front end did not build ({done.stderr.strip()}); using Python", file=sys.stderr)
+        return None
+    os.replace(tmp, target)
+    return target
 
 
 def main() -> int:

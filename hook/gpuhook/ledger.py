@@ -12,14 +12,17 @@ import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from gpuhook.errors import GpuhookError
 
+TYPE_CHECKING = False  # typing costs milliseconds to import: the GPU path sits in front of a container start
+if TYPE_CHECKING:
+    from typing import Any
+
+    State = dict[str, Any]  # {"version": 1, "seq": int, "settings": {key: entry}, "leases": {gpu: holder}}
+
 NAME = "ledger.json"
 VERSION = 1
-
-State = dict[str, Any]  # {"version": 1, "seq": int, "settings": {key: entry}, "leases": {gpu: holder}}
 
 
 class LedgerError(GpuhookError):

@@ -7,9 +7,8 @@ are content-addressed and shared: containers with the same GPUs on the same driv
 
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
+import zlib
 from collections.abc import Sequence
 
 from gpuhook.inventory import Gpu
@@ -31,11 +30,15 @@ def nvidia_copy(host: Root, gpus: Sequence[Gpu], state_dir: str) -> str:
         info = f"{_PROC}/gpus/{gpu.pci}/information"
         if host.exists(info):
             files[f"gpus/{gpu.pci}/information"] = host.read_text(info)
-    digest = hashlib.sha256(repr(sorted(files.items())).encode()).hexdigest()[:20]
+    # crc32 names the copy (hashlib costs milliseconds on this path); a reused copy is compared in full, so a
+    # collision can only cost a fresh directory, never another GPU's information
+    digest = f"{zlib.crc32(repr(sorted(files.items())).encode()):08x}-{len(files)}"
     base = os.path.join(state_dir, "nvidia-procfs")
     final = os.path.join(base, digest)
     if os.path.isdir(final):
-        return final
+        if _same(final, files):
+            return final
+        final = os.path.join(base, f"{digest}-{os.getpid()}")
     tmp = os.path.join(base, f".{digest}.{os.getpid()}")
     for rel, text in files.items():
         path = os.path.join(tmp, "nvidia", rel)
@@ -47,5 +50,20 @@ def nvidia_copy(host: Root, gpus: Sequence[Gpu], state_dir: str) -> str:
     try:
         os.rename(tmp, final)
     except OSError:  # another container made the same copy first
+        import shutil
+
         shutil.rmtree(tmp, ignore_errors=True)
     return final
+
+
+def _same(directory: str, files: dict[str, str]) -> bool:
+    """Whether an existing copy holds exactly `files`."""
+    found = {os.path.relpath(os.path.join(d, f), os.path.join(directory, "nvidia"))
+             for d, _, names in os.walk(os.path.join(directory, "nvidia")) for f in names}
+    if found != set(files):
+        return False
+    for rel, text in files.items():
+        with open(os.path.join(directory, "nvidia", rel)) as f:
+            if f.read() != text:
+                return False
+    return True

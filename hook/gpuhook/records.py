@@ -42,6 +42,12 @@ def start_time(pid: int) -> str:
         return ""
 
 
+def holder_alive(holder: dict[str, object]) -> bool:
+    """Whether a ledger holder's container is still there (its init process, with the same start time)."""
+    start = holder.get("start")
+    return bool(start) and start_time(int(str(holder.get("pid", 0)))) == start
+
+
 def alive(rec: ContainerRecord) -> bool:
     """Whether the container still exists (its runtime state, or its init process, is there)."""
     if rec.pid:

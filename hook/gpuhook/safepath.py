@@ -13,7 +13,6 @@ import errno
 import os
 import stat
 
-from gpuhook import syscalls
 from gpuhook.errors import GpuhookError
 
 _MAX_LINKS = 40
@@ -50,6 +49,8 @@ class InRoot:
         """A descriptor for `path` resolved inside the root (the last component followed only if asked)."""
         flags |= os.O_CLOEXEC | (0 if follow_last else os.O_NOFOLLOW)
         if self.use_openat2:
+            from gpuhook import syscalls
+
             return syscalls.openat2(self.fd, path, flags, 0,
                                     syscalls.RESOLVE_IN_ROOT | syscalls.RESOLVE_NO_MAGICLINKS)
         return self._walk(path, flags, follow_last)
@@ -188,6 +189,8 @@ class InRoot:
 
 
 def _has_openat2() -> bool:
+    from gpuhook import syscalls
+
     try:
         os.close(syscalls.openat2(syscalls.AT_FDCWD, "/", _PATH, 0, 0))
     except OSError:
@@ -198,6 +201,8 @@ def _has_openat2() -> bool:
 def bind_mount(source_fd: int, root: InRoot, target: str, readonly: bool = True, noexec: bool = False) -> None:
     """Bind-mount the open source onto `target` in the root (created if missing), then remount
     read-only, nosuid, nodev (and noexec if asked). Both sides are descriptors: no path is resolved twice."""
+    from gpuhook import syscalls
+
     dst = root.create_file(target) if not stat.S_ISDIR(os.fstat(source_fd).st_mode) else root.make_dirs(target)
     try:
         syscalls.mount(f"/proc/self/fd/{source_fd}", f"/proc/self/fd/{dst}", None, syscalls.MS_BIND)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
-from gpuhook.configfile import config_path, read_config
+from gpuhook.configfile import config_path, read_config, remember_runtime
 from gpuhook.errors import GpuhookError, RuntimeNotFoundError, SpecError
 
 TYPE_CHECKING = False  # typing costs milliseconds to import; only type checkers need it here
@@ -71,6 +71,7 @@ def main() -> NoReturn:
         path, explicit = config_path()
         table, validated = read_config(path, explicit)
         runtime = find_runtime(str(table.get("runtime", "runc")))
+        remember_runtime(path, runtime)  # for the native front end's pass-through
         if args.command in ("create", "run"):
             _maybe_inject(args, table, path, validated)
     except GpuhookError as e:
@@ -108,9 +109,11 @@ def find_runtime(name: str) -> str:
         candidates = [name]
     else:
         candidates = [os.path.join(d, name) for d in os.environ.get("PATH", _DEFAULT_PATH).split(":") if d]
+    me = os.path.realpath(sys.argv[0])
+    selves = {me, os.path.join(os.path.dirname(me), "gpuhook-runtime")}  # this shim, or its native front end
     for c in candidates:
         if os.path.isfile(c) and os.access(c, os.X_OK):
-            if os.path.realpath(c) == os.path.realpath(sys.argv[0]):
+            if os.path.realpath(c) in selves:
                 raise RuntimeNotFoundError(f"runtime {name!r} is gpuhook-runtime itself: set `runtime` in "
                                            "the gpuhook config to the real runtime (e.g. /usr/sbin/runc)")
             return os.path.abspath(c)

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from gpuhook import ledger
 from gpuhook.errors import GpuhookError, PolicyError
 from gpuhook.record import record
-from gpuhook.records import start_time
+from gpuhook.records import holder_alive
 from gpuhook.tuneplan import Setting
 
 
@@ -50,9 +50,7 @@ class Holder:
 Backends = Callable[[str], Backend]  # vendor -> its backend, made on first use
 
 
-def alive(h: dict[str, Any]) -> bool:
-    """Whether a holder's container is still there (its init process, same start time)."""
-    return bool(h.get("start")) and start_time(int(h.get("pid", 0))) == h["start"]
+alive = holder_alive
 
 
 def acquire(state_dir: str, me: Holder, settings: Sequence[Setting], exclusive: Sequence[str], backends: Backends,
