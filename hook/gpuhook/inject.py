@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from gpuhook import compat, hostrocm, ledger, logs, procfs, records, rocm
+from gpuhook import logs, records
 from gpuhook.config import Config, from_table
 from gpuhook.discover import discover
 from gpuhook.edits import Edits, Hook, ProcOverlay, merge
@@ -15,7 +15,6 @@ from gpuhook.plan import edits_for, select_all
 from gpuhook.record import record
 from gpuhook.request import HostRocm, Request, env_map, parse_request
 from gpuhook.root import Root
-from gpuhook.safepath import InRoot
 from gpuhook.spec import apply_edits, rootfs
 from gpuhook.tuneplan import Setting, check_policy, gpus_in_spec, settings_for
 
@@ -75,31 +74,51 @@ def prepare(spec: Spec, bundle: str, config: Config, log: Any, gpuhook_bin: str 
         raise PolicyError(f"the image's /dev is a symbolic link (to {os.readlink(dev)!r}): runc follows it out of "
                           "the container when it sets up /dev, so gpuhook refuses to start this GPU container")
     # reads only, so the O_NOFOLLOW walk (os alone) serves; openat2 would cost ctypes before every GPU container
-    image = InRoot(root_path, use_openat2=False) if os.path.isdir(root_path) else None
-    try:
-        rocm_edits, tree_version = _host_rocm(request, config, root, by_vendor, image, env)
-        verdict = compat.check(selected, env, annotations, root, image, config.policy.rocm_compatibility,
-                               tree_version)
-    finally:
-        if image:
-            image.close()
+    rocm_edits, verdict_edits = Edits(), Edits()
+    warnings: tuple[str, ...] = ()
+    if _checks_needed(by_vendor, env, annotations, request, config):  # modules loaded only when needed
+        from gpuhook import compat
+        from gpuhook.safepath import InRoot
+
+        image = InRoot(root_path, use_openat2=False) if os.path.isdir(root_path) else None
+        try:
+            rocm_edits, tree_version = _host_rocm(request, config, root, by_vendor, image, env)
+            verdict = compat.check(selected, env, annotations, root, image, config.policy.rocm_compatibility,
+                                   tree_version)
+            verdict_edits, warnings = verdict.edits, verdict.warnings
+        finally:
+            if image:
+                image.close()
+    else:
+        tree_version = None
     injected = edits_for(selected, request, inventory) if request.wants_gpus else Edits()
-    edits = merge([verdict.edits, injected, rocm_edits, _hardening(config, root, by_vendor), Edits(env=tuning.env),
+    edits = merge([verdict_edits, injected, rocm_edits, _hardening(config, root, by_vendor), Edits(env=tuning.env),
                    _tuning_hooks(config, gpuhook_bin) if tuning.touches_host() else Edits()])
     if edits.ldcache_dirs and not os.access(config.ldconfig, os.X_OK):
         raise ConfigError(f"the host's ldconfig {config.ldconfig} is missing or not executable: install "
                           "libc-bin or set `ldconfig` in " + config.path)
-    for w in verdict.warnings:
+    for w in warnings:
         log.warning("compatibility", detail=w)
     log.info("injecting", gpus=[s.raw for s in request.selections], sources=[s.source for s in request.selections],
              capabilities=sorted(request.capabilities), devices=[n.path for n in edits.device_nodes],
              mounts=len(edits.mounts), gids=list(edits.additional_gids), host_rocm=tree_version)
     drivers = tuple((v, inv.driver_version or "") for v, (inv, _) in by_vendor.items())
-    return Prepared(edits, verdict.warnings, drivers, settings, gpu_names if tuning.exclusive else (), gpu_names)
+    return Prepared(edits, warnings, drivers, settings, gpu_names if tuning.exclusive else (), gpu_names)
+
+
+def _checks_needed(by_vendor: dict[str, Any], env: dict[str, str], annotations: dict[str, str], request: Request,
+                   config: Config) -> bool:
+    """Whether compatibility checks or host ROCm apply: AMD GPUs, or a stated requirement."""
+    return ("amd" in by_vendor or "gpuhook.dev/require" in annotations or "CUDA_VERSION" in env
+            or any(k.startswith("NVIDIA_REQUIRE_") for k in env))
 
 
 def _check_leases(state_dir: str, gpus: tuple[str, ...]) -> None:
     """Refuse early (before runc) a container asking for a GPU another live container holds exclusively."""
+    if not os.path.exists(os.path.join(state_dir, "ledger.json")):
+        return  # no tuning on this host yet: not even the ledger module is loaded
+    from gpuhook import ledger
+
     try:
         leases = ledger.load(os.path.join(state_dir, ledger.NAME))["leases"]
     except ledger.LedgerError:
@@ -119,7 +138,7 @@ def _tuning_hooks(config: Config, gpuhook_bin: str) -> Edits:
 
 
 def _host_rocm(request: Request, config: Config, root: Root, by_vendor: dict[str, tuple[VendorInventory, Any]],
-               image: InRoot | None, env: dict[str, str]) -> tuple[Edits, str | None]:
+               image: Any, env: dict[str, str]) -> tuple[Edits, str | None]:
     """The host-ROCm edits (and the tree's version) when asked, or by policy for AMD containers."""
     want = request.host_rocm
     if want is None and not request.host_rocm_asked and config.policy.host_rocm and "amd" in by_vendor:
@@ -129,6 +148,8 @@ def _host_rocm(request: Request, config: Config, root: Root, by_vendor: dict[str
     if "amd" not in by_vendor:
         raise RequestError("gpuhook.dev/host-rocm mounts the host's ROCm for AMD GPUs, but this container's GPUs "
                            "are " + ", ".join(by_vendor))
+    from gpuhook import hostrocm, rocm
+
     tree = hostrocm.choose(hostrocm.discover_trees(root), want, by_vendor["amd"][0].driver_version)
     hostrocm.check_image(rocm.image_version(image) if image else None, tree, want)
     return hostrocm.plan(tree, root.base, env), tree.version
@@ -140,6 +161,8 @@ def _hardening(config: Config, root: Root, by_vendor: dict[str, tuple[VendorInve
     masked = ("/sys/class/kfd/kfd/proc",) if "amd" in by_vendor and policy.mask_kfd_proc else ()
     overlays: tuple[ProcOverlay, ...] = ()
     if "nvidia" in by_vendor and policy.nvidia_procfs:
+        from gpuhook import procfs
+
         source = procfs.nvidia_copy(root, by_vendor["nvidia"][1], config.state_dir)
         overlays = (ProcOverlay(source, "/proc/driver/nvidia"),)
     return Edits(masked_paths=masked, readonly_mounts=("/sys",) if policy.readonly_sys else (),
