@@ -34,12 +34,14 @@ def save(state_dir: str, rec: ContainerRecord) -> None:
 
 
 def start_time(pid: int) -> str:
-    """A process's start time (field 22 of /proc/<pid>/stat), which tells a pid's reuse apart."""
+    """A live process's start time (field 22 of /proc/<pid>/stat), which tells a pid's reuse apart;
+    "" when it is gone or a zombie (a killed container's init may wait a while to be reaped)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
         return ""
+    return fields[19] if len(fields) > 19 and fields[0] not in ("Z", "X") else ""
 
 
 def holder_alive(holder: dict[str, object]) -> bool:

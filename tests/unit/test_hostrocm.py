@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -105,3 +107,14 @@ def test_records_of_gone_containers_are_dropped(tmp_path: Path) -> None:
     records.save(str(tmp_path), records.ContainerRecord("reused-pid", (), "", me, "1"))
     assert [r.id for r in records.live_records(str(tmp_path))] == ["alive", "hooked"]
     assert sorted(os.listdir(tmp_path / "containers")) == ["alive.json", "hooked.json"]
+
+
+def test_a_zombie_is_not_alive() -> None:
+    child = subprocess.Popen(["true"])
+    for _ in range(100):  # exited but not reaped yet: a zombie
+        if Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+            break
+        time.sleep(0.01)
+    assert records.start_time(child.pid) == ""
+    child.wait()
+    assert records.start_time(os.getpid()) != ""
