@@ -25,19 +25,22 @@ case "${1:-}" in
 esac
 [ "$(id -u)" = 0 ] || { echo "install.sh: run as root (gpuhook is invoked by the container runtime as root)" >&2; exit 1; }
 
+# the distribution's interpreter where there is one (it is what hosts have; Debian's also starts faster)
+py=python3
+[ -x /usr/bin/python3 ] && py=/usr/bin/python3
 if command -v apt-get >/dev/null 2>&1; then
   need=""
   pkgs="runc"
   [ "$demo" = 1 ] && pkgs="$pkgs busybox-static gcc libc6-dev"
   for pkg in $pkgs; do dpkg -s "$pkg" >/dev/null 2>&1 || need="$need $pkg"; done
-  python3 -c 'import ensurepip' >/dev/null 2>&1 || need="$need python3-venv"
+  "$py" -c 'import ensurepip' >/dev/null 2>&1 || need="$need python3-venv"
   if [ -n "$need" ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $need >/dev/null
   fi
 fi
 
-[ -x "$prefix/bin/python" ] || python3 -m venv "$prefix"
+[ -x "$prefix/bin/python" ] || "$py" -m venv "$prefix"
 "$prefix/bin/pip" install -q --disable-pip-version-check "$src"
 # replace pip's wrappers with isolated (-I -S) launchers (no PYTHON* variable from the caller reaches a root
 # process) and, where a C compiler exists, the native pass-through front end as gpuhook-runtime (containers

@@ -46,11 +46,13 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=30)
     p.add_argument("--scale", default="1,8,64", help="GPU counts per vendor for the scaling rows")
     p.add_argument("--json", help="also write the raw results here")
+    p.add_argument("--python", default=sys.executable,
+                   help="interpreter for gpuhook's launchers (install.sh uses the distribution's /usr/bin/python3)")
     args = p.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench.py runs real containers and makes device nodes: run it as root")
     work = Path(tempfile.mkdtemp(prefix="gpuhook-bench-"))
-    variants = _variants(work, [int(n) for n in args.scale.split(",")])
+    variants = _variants(work, [int(n) for n in args.scale.split(",")], args.python)
     for v in variants:  # warm caches (config cache, page cache, stub compiles) before measuring
         _once(v, work)
     for _ in range(args.rounds):
@@ -58,18 +60,19 @@ def main() -> int:
         for v in variants:
             v.times.append(_once(v, work))
     variants.sort(key=lambda v: _order(v.name))
-    _report(variants, args.rounds)
+    _report(variants, args.rounds, args.python)
     if args.json:
         Path(args.json).write_text(json.dumps({v.name: v.times for v in variants}, indent=1))
     return 0
 
 
-def _variants(work: Path, scale: list[int]) -> list[Variant]:
+def _variants(work: Path, scale: list[int], python: str) -> list[Variant]:
     rootfs = work / "rootfs"
     make_rootfs(str(rootfs))
     bindir = work / "bin"
     bindir.mkdir()
-    launchers = write_launchers(str(bindir), sys.executable, [str(REPO / "hook"), sysconfig.get_paths()["purelib"]])
+    launchers = write_launchers(str(bindir), python, [str(REPO / "hook"), sysconfig.get_paths()["purelib"],
+                                                      sysconfig.get_paths()["platlib"]])
     shim, gpuhook = launchers["gpuhook-runtime"], launchers["gpuhook"]
     pip_shim = str(Path(sys.executable).parent / "gpuhook-runtime")
     hosts = {n: build_host(str(work / f"host{n}"), HostSpec(nvidia=n, amd=n)) for n in sorted({8, *scale})}
@@ -126,11 +129,11 @@ def _order(name: str) -> tuple[int, str]:
     return (0 if name.startswith("runc") else 2 if name.startswith("scaling") else 1, name)
 
 
-def _report(variants: list[Variant], rounds: int) -> None:
+def _report(variants: list[Variant], rounds: int, python: str) -> None:
     base = statistics.median(variants[0].times)
     runc = subprocess.run(["runc", "--version"], capture_output=True, text=True, check=False).stdout.split("\n")[0]
     print(f"machine: {os.cpu_count()} CPUs, {platform.platform()}, Python {platform.python_version()}, {runc}")
-    print(f"rounds: {rounds}, variants interleaved in shuffled order\n")
+    print(f"gpuhook's interpreter: {python}; rounds: {rounds}, variants interleaved in shuffled order\n")
     print("| variant | median ms | p90 ms | ratio to runc |")
     print("|---|---:|---:|---:|")
     for v in variants:
