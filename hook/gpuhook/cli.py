@@ -48,6 +48,15 @@ def _parser() -> argparse.ArgumentParser:
     h.add_argument("stage", nargs="?", choices=("prestart", "createRuntime", "poststop"),
                    help="hook stage; detected from the state's status when omitted")
     h.set_defaults(func=lambda a: _hook(a.stage))
+    c = sub.add_parser("configure", help="register gpuhook with a container engine")
+    c.add_argument("engine", choices=("docker", "containerd", "crio", "podman"))
+    c.add_argument("--config-path", help="the engine's config file (default: its usual place)")
+    c.add_argument("--set-default", action="store_true", help="make gpuhook the engine's default runtime")
+    c.add_argument("--cdi", action="store_true", help="docker: also turn on features.cdi")
+    c.add_argument("--dry-run", action="store_true", help="print the change, write nothing")
+    c.add_argument("--revert", action="store_true", help="put back the file as it was before gpuhook changed it")
+    c.add_argument("--runtime-path", help="the shim to register (default: gpuhook-runtime next to this gpuhook)")
+    c.set_defaults(func=_configure)
     g = sub.add_parser("gc", help="release tuning held by containers that are gone, and restore the originals")
     g.set_defaults(func=_gc)
     st = sub.add_parser("status", help="show the tuning ledger: GPU, setting, original, current, holders")
@@ -92,6 +101,27 @@ def _list(args: argparse.Namespace) -> int:
         model = " ".join(dict.fromkeys(x for x in (g.model, g.arch) if x))
         nodes = " ".join(n.path for n in g.nodes)
         print(f"{g.vendor:7} {g.index:>3}  {g.uuid:42} {g.pci:13} {v.driver_version or '':10} {model:24} {nodes}")
+    return 0
+
+
+def _configure(args: argparse.Namespace) -> int:
+    import os
+
+    from gpuhook.configfile import config_path
+    from gpuhook.engines import DEFAULT_PATHS, Wanted
+    from gpuhook.engines.files import configure, revert
+
+    path = args.config_path or DEFAULT_PATHS[args.engine]
+    here = os.path.dirname(os.path.abspath(sys.argv[0]))
+    if args.revert:
+        outcome = revert(args.engine, path, args.dry_run)
+    else:
+        wanted = Wanted(os.path.abspath(args.runtime_path or os.path.join(here, "gpuhook-runtime")),
+                        os.path.join(here, "gpuhook"), config_path()[0], args.set_default, args.cdi)
+        outcome = configure(args.engine, path, wanted, args.dry_run)
+    if outcome.diff:
+        print(outcome.diff, end="")
+    print(("changed " + outcome.path + ": " if outcome.changed else "") + outcome.next_step)
     return 0
 
 

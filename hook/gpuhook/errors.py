@@ -39,5 +39,9 @@ class SimulatorError(GpuhookError):
     """A fake GPU host could not be built."""
 
 
+class EngineConfigError(GpuhookError):
+    """A container engine's config file cannot be read or changed."""
+
+
 class ProcessError(GpuhookError):
     """A helper program gpuhook ran failed."""

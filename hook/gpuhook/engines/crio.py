@@ -1,0 +1,15 @@
+"""CRI-O: a drop-in crio.conf.d/99-gpuhook.toml with the gpuhook runtime and its allowed annotations."""
+
+from __future__ import annotations
+
+from gpuhook.engines import Wanted
+
+
+def render(wanted: Wanted) -> str:
+    """The drop-in's text."""
+    default = '[crio.runtime]\ndefault_runtime = "gpuhook"\n\n' if wanted.set_default else ""
+    return ("# Written by `gpuhook configure crio`; `gpuhook configure crio --revert` removes it.\n" + default +
+            "[crio.runtime.runtimes.gpuhook]\n"
+            f'runtime_path = "{wanted.shim}"\n'
+            'runtime_type = "oci"\n'
+            'allowed_annotations = ["gpuhook.dev/"]\n')

@@ -1,0 +1,30 @@
+"""Docker's daemon.json: runtimes.gpuhook, optionally default-runtime and features.cdi; every other key kept."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from gpuhook.engines import Wanted
+from gpuhook.errors import EngineConfigError
+
+
+def edit(old: str, wanted: Wanted) -> str:
+    """daemon.json text with gpuhook registered."""
+    try:
+        data: Any = json.loads(old) if old.strip() else {}
+    except ValueError as e:
+        raise EngineConfigError(f"daemon.json is not valid JSON ({e}): fix it first, gpuhook will not guess") from e
+    if not isinstance(data, dict):
+        raise EngineConfigError("daemon.json is not a JSON object")
+    runtimes = data.setdefault("runtimes", {})
+    entry = runtimes.get("gpuhook") if isinstance(runtimes.get("gpuhook"), dict) else {}
+    runtimes["gpuhook"] = {**entry, "path": wanted.shim}
+    if wanted.set_default:
+        data["default-runtime"] = "gpuhook"
+    if wanted.cdi:
+        features = data.setdefault("features", {})
+        if not isinstance(features, dict):
+            raise EngineConfigError("daemon.json's features is not an object")
+        features["cdi"] = True
+    return json.dumps(data, indent=2) + "\n"
