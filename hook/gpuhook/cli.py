@@ -45,9 +45,24 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--work-dir", default="/run/gpuhook/demo", help="where the demo bundle and fake host go")
     d.set_defaults(func=_demo)
     h = sub.add_parser("hook", help="the OCI hook (runc, Podman/CRI-O hooks.d); reads the state on stdin")
-    h.add_argument("stage", nargs="?", choices=("prestart", "createRuntime", "poststop"),
+    h.add_argument("stage", nargs="?", choices=("prestart", "createRuntime", "poststop", "update-ldcache"),
                    help="hook stage; detected from the state's status when omitted")
-    h.set_defaults(func=lambda a: _hook(a.stage))
+    h.add_argument("--folder", action="append", default=[], help="update-ldcache: a library folder to list")
+    h.set_defaults(func=lambda a: _hook(a.stage, a.folder))
+    cdi = sub.add_parser("cdi", help="Container Device Interface specs for the host's GPUs")
+    cdi_sub = cdi.add_subparsers(metavar="ACTION")
+    gen = cdi_sub.add_parser("generate", help="write CDI specs (nvidia.com/gpu, amd.com/gpu)")
+    gen.add_argument("--vendor", choices=("nvidia", "amd", "all"), default="all")
+    out = gen.add_mutually_exclusive_group()
+    out.add_argument("--output", help="one file (with --vendor nvidia or amd); - for stdout")
+    out.add_argument("--output-dir", default="/etc/cdi", help="one gpuhook-<vendor> file per vendor here")
+    gen.add_argument("--format", choices=("json", "yaml"), default="json")
+    gen.add_argument("--capabilities", default="compute,utility", help="NVIDIA driver capabilities to mount")
+    gen.add_argument("--cdi-version", help="write this cdiVersion (older clients: drops what it cannot carry)")
+    gen.set_defaults(func=_cdi_generate)
+    lst = cdi_sub.add_parser("list", help="the CDI devices gpuhook's specs offer")
+    lst.add_argument("--spec-dir", action="append", help="where specs are (default /etc/cdi and /var/run/cdi)")
+    lst.set_defaults(func=_cdi_list)
     c = sub.add_parser("configure", help="register gpuhook with a container engine")
     c.add_argument("engine", choices=("docker", "containerd", "crio", "podman"))
     c.add_argument("--config-path", help="the engine's config file (default: its usual place)")
@@ -178,10 +193,68 @@ def _doctor(args: argparse.Namespace) -> int:
     return 1 if any(f.level != "ok" for f in findings) else 0
 
 
-def _hook(stage: str | None) -> int:
+def _hook(stage: str | None, folders: list[str]) -> int:
     from gpuhook.hook import main as hook_main
 
-    return hook_main(stage)
+    return hook_main(stage, folders)
+
+
+def _cdi_generate(args: argparse.Namespace) -> int:
+    import os
+
+    from gpuhook.cdi import CdiError, build, to_yaml
+    from gpuhook.config import load
+    from gpuhook.configfile import config_path
+    from gpuhook.discover import discover
+    from gpuhook.request import CAPABILITIES
+    from gpuhook.root import Root
+    from gpuhook.vendors import all_vendors
+
+    config = load()
+    caps = frozenset(CAPABILITIES) if args.capabilities == "all" else frozenset(args.capabilities.split(","))
+    inventory = discover(Root(config.host_root))
+    wanted = [v for v in all_vendors() if args.vendor in ("all", v.NAME) and inventory.vendor(v.NAME)]
+    if not wanted:
+        raise CdiError(f"no {'GPU' if args.vendor == 'all' else args.vendor} driver under {config.host_root}")
+    if args.output and len(wanted) > 1:
+        raise CdiError("--output writes one spec: add --vendor nvidia or --vendor amd (or use --output-dir)")
+    gpuhook_bin = os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), "gpuhook")
+    for vendor in wanted:
+        spec, warnings = build(vendor, inventory.vendor(vendor.NAME), inventory.root, caps, gpuhook_bin,  # type: ignore[arg-type]
+                               config_path()[0], args.cdi_version)
+        for w in warnings:
+            print(f"gpuhook cdi: warning: {w}", file=sys.stderr)
+        text = to_yaml(spec) + "\n" if args.format == "yaml" else json.dumps(spec, indent=2) + "\n"
+        if args.output == "-":
+            sys.stdout.write(text)
+            continue
+        path = args.output or os.path.join(args.output_dir, f"gpuhook-{vendor.NAME}.{args.format}")
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+        print(f"wrote {path}: {spec['kind']} with {len(spec['devices'])} devices (cdiVersion {spec['cdiVersion']})")
+    return 0
+
+
+def _cdi_list(args: argparse.Namespace) -> int:
+    import glob
+    import os
+
+    found = 0
+    for directory in args.spec_dir or ["/etc/cdi", "/var/run/cdi"]:
+        for path in sorted(glob.glob(os.path.join(directory, "gpuhook-*.json"))):
+            with open(path) as f:
+                spec = json.load(f)
+            for device in spec.get("devices", []):
+                print(f"{spec['kind']}={device['name']}")
+                found += 1
+        for path in sorted(glob.glob(os.path.join(directory, "gpuhook-*.yaml"))):
+            print(f"{path}: (YAML spec; generate JSON to list its devices here)")
+    if not found:
+        print("no gpuhook CDI specs found: run `gpuhook cdi generate`")
+    return 0
 
 
 def _demo(args: argparse.Namespace) -> int:

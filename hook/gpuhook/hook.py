@@ -17,10 +17,10 @@ from gpuhook.config import Config, load
 from gpuhook.errors import GpuhookError, SpecError
 from gpuhook.inject import Prepared, prepare
 
-STAGES = ("prestart", "createRuntime", "poststop")
+STAGES = ("prestart", "createRuntime", "poststop", "update-ldcache")
 
 
-def main(stage: str | None) -> int:
+def main(stage: str | None, folders: list[str] | None = None) -> int:
     """Run one hook stage (detected from the state's status when not given); 0 on success."""
     try:
         state = json.load(sys.stdin)
@@ -30,6 +30,13 @@ def main(stage: str | None) -> int:
     stage = stage or ("poststop" if state.get("status") == "stopped" else "prestart")
     if stage == "poststop":
         return _poststop(state)
+    if stage == "update-ldcache":
+        try:
+            _update_ldcache(state, folders or [])
+        except (GpuhookError, OSError) as e:
+            print(f"gpuhook hook update-ldcache: {e}", file=sys.stderr)
+            return 1
+        return 0
     try:
         _prestart(state)
     except GpuhookError as e:
@@ -104,6 +111,18 @@ def _env_present(spec: dict[str, object], env: tuple[str, ...]) -> bool:
     process = spec.get("process")
     have = set(process.get("env") or []) if isinstance(process, dict) else set()
     return all(e in have for e in env)
+
+
+def _update_ldcache(state: dict[str, object], folders: list[str]) -> None:
+    """CDI's createContainer hook: the host's ldconfig, chrooted into the container root, lists `folders`."""
+    from gpuhook.proc import run
+    from gpuhook.spec import load_spec, rootfs
+
+    bundle = str(state.get("bundle") or "")
+    path = os.path.join(bundle, "config.json")
+    with open(path, "rb") as f:
+        spec = load_spec(f.read(), path)
+    run([load().ldconfig, "-r", rootfs(spec, bundle), *folders], timeout=30)
 
 
 def _poststop(state: dict[str, object]) -> int:

@@ -70,3 +70,41 @@ def test_podman_without_annotation_is_untouched(podman) -> None:  # type: ignore
     run, _ = podman
     r = run("localhost/gpuhook-test:latest", "ls", "/dev")
     assert r.returncode == 0 and "nvidia" not in r.stdout and "kfd" not in r.stdout
+
+
+CDI_DIR = Path("/var/run/cdi")
+
+
+@pytest.fixture
+def cdi_specs(podman, mixed_host: str, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """Specs written by `gpuhook cdi generate` into Podman's CDI directory (removed afterwards)."""
+    for old in CDI_DIR.glob("gpuhook-e2e-*"):
+        old.unlink()
+    config = tmp_path_factory.mktemp("cdi") / "config.toml"
+    config.write_text(f'host_root = "{mixed_host}"\n')
+    env = {"PATH": os.environ["PATH"], "GPUHOOK_CONFIG": str(config)}
+    CDI_DIR.mkdir(parents=True, exist_ok=True)
+    made = [CDI_DIR / "gpuhook-e2e-nvidia.json", CDI_DIR / "gpuhook-e2e-amd.yaml"]
+    for args in (["--vendor", "nvidia", "--output", str(made[0])],
+                 ["--vendor", "amd", "--format", "yaml", "--cdi-version", "0.5.0", "--output", str(made[1])]):
+        r = subprocess.run([conftest.GPUHOOK, "cdi", "generate", *args], env=env, capture_output=True, text=True,
+                           check=False)
+        assert r.returncode == 0, r.stderr
+    yield podman[0]
+    for path in made:
+        path.unlink(missing_ok=True)
+
+
+def test_podman_cdi_nvidia(cdi_specs) -> None:  # type: ignore[no-untyped-def]
+    r = cdi_specs("--device", "nvidia.com/gpu=1", "localhost/gpuhook-test:latest", "sh", "-c",
+                  "ls /dev | grep nvidia; dlopen-probe libcuda.so.1; nvidia-smi")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[:4] == ["nvidia-uvm", "nvidia-uvm-tools", "nvidia1", "nvidiactl"]
+    assert "dlopen libcuda.so.1 ok" in r.stdout and "GPUs: 1" in r.stdout  # update-ldcache hook, read-only mounts
+
+
+def test_podman_cdi_amd_yaml_for_an_older_cdi_client(cdi_specs) -> None:  # type: ignore[no-untyped-def]
+    r = cdi_specs("--device", "amd.com/gpu=0", "localhost/gpuhook-test:latest", "sh", "-c",
+                  "ls /dev/dri; ls /dev/kfd")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["card1", "renderD128", "/dev/kfd"]
