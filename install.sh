@@ -3,7 +3,8 @@
 #   ./install.sh            a virtualenv in /opt/gpuhook, gpuhook + gpuhook-runtime linked into /usr/local/bin,
 #                           /etc/gpuhook/config.toml written if there is none
 #   ./install.sh --demo     the same, then `gpuhook demo` (a container through the shim; simulated GPUs if none)
-#   ./install.sh --uninstall   remove the links and the virtualenv (the config stays)
+#   ./install.sh --configure docker,containerd   also register gpuhook with these engines (gpuhook configure)
+#   ./install.sh --uninstall   revert those registrations, remove the links and the virtualenv (the config stays)
 # Idempotent: running it again upgrades in place.
 set -euo pipefail
 src=$(cd "$(dirname "$0")" && pwd)
@@ -11,18 +12,29 @@ prefix=${GPUHOOK_PREFIX:-/opt/gpuhook}
 bindir=${GPUHOOK_BINDIR:-/usr/local/bin}
 config=/etc/gpuhook/config.toml
 demo=0
-case "${1:-}" in
-  --demo) demo=1 ;;
-  --uninstall)
-    for b in gpuhook gpuhook-runtime; do
-      [ "$(readlink "$bindir/$b" 2>/dev/null)" = "$prefix/bin/$b" ] && rm -f "$bindir/$b"
-    done
-    rm -rf "$prefix"
-    echo "gpuhook removed ($config kept)"
-    exit 0 ;;
-  "") ;;
-  *) echo "usage: $0 [--demo | --uninstall]" >&2; exit 2 ;;
-esac
+configure=""
+uninstall=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --demo) demo=1 ;;
+    --configure) configure="${2:-}"; shift ;;
+    --configure=*) configure="${1#*=}" ;;
+    --uninstall) uninstall=1 ;;
+    *) echo "usage: $0 [--demo] [--configure docker,containerd,crio,podman] | --uninstall" >&2; exit 2 ;;
+  esac
+  shift
+done
+if [ "$uninstall" = 1 ]; then
+  if [ -f "$prefix/configured-engines" ]; then  # put the engines' files back as they were
+    for engine in $(sort -u "$prefix/configured-engines"); do "$prefix/bin/gpuhook" configure "$engine" --revert; done
+  fi
+  for b in gpuhook gpuhook-runtime; do
+    [ "$(readlink "$bindir/$b" 2>/dev/null)" = "$prefix/bin/$b" ] && rm -f "$bindir/$b"
+  done
+  rm -rf "$prefix"
+  echo "gpuhook removed ($config kept)"
+  exit 0
+fi
 [ "$(id -u)" = 0 ] || { echo "install.sh: run as root (gpuhook is invoked by the container runtime as root)" >&2; exit 1; }
 
 # the distribution's interpreter where there is one (it is what hosts have; Debian's also starts faster)
@@ -54,6 +66,10 @@ if [ ! -e "$config" ]; then
   echo "wrote $config"
 fi
 echo "installed gpuhook $("$prefix/bin/gpuhook" version | cut -d' ' -f2) in $prefix; shim: $bindir/gpuhook-runtime"
+for engine in $(echo "$configure" | tr ',' ' '); do
+  "$bindir/gpuhook" configure "$engine"
+  echo "$engine" >> "$prefix/configured-engines"
+done
 if [ "$demo" = 1 ]; then
   exec "$bindir/gpuhook" demo
 fi

@@ -72,6 +72,9 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--revert", action="store_true", help="put back the file as it was before gpuhook changed it")
     c.add_argument("--runtime-path", help="the shim to register (default: gpuhook-runtime next to this gpuhook)")
     c.set_defaults(func=_configure)
+    lab = sub.add_parser("labels", help="write node facts as a Node Feature Discovery feature file")
+    lab.add_argument("--output", help="the feature file (default: NFD's features.d/gpuhook); - for stdout")
+    lab.set_defaults(func=_labels)
     g = sub.add_parser("gc", help="release tuning held by containers that are gone, and restore the originals")
     g.set_defaults(func=_gc)
     st = sub.add_parser("status", help="show the tuning ledger: GPU, setting, original, current, holders")
@@ -137,6 +140,29 @@ def _configure(args: argparse.Namespace) -> int:
     if outcome.diff:
         print(outcome.diff, end="")
     print(("changed " + outcome.path + ": " if outcome.changed else "") + outcome.next_step)
+    return 0
+
+
+def _labels(args: argparse.Namespace) -> int:
+    import os
+
+    from gpuhook.config import load
+    from gpuhook.discover import discover
+    from gpuhook.labels import DEFAULT_PATH, labels, render
+    from gpuhook.root import Root
+
+    root = Root(load().host_root)
+    text = render(labels(discover(root), root))
+    if args.output == "-":
+        sys.stdout.write(text)
+        return 0
+    path = args.output or DEFAULT_PATH
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+    print(f"wrote {path} ({text.count(chr(10))} labels)")
     return 0
 
 

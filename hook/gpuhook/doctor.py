@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
 from gpuhook import records
 from gpuhook.config import Config
 from gpuhook.discover import discover
 from gpuhook.errors import GpuhookError
+from gpuhook.inventory import VendorInventory
 from gpuhook.record import record
 from gpuhook.root import Root
 
@@ -27,13 +30,62 @@ def run_checks(config: Config) -> list[Finding]:
     except GpuhookError as e:
         return [*out, Finding("fail", str(e), "set host_root to the host's root (usually /)")]
     loaded = {v.vendor: v.driver_version or "" for v in inventory.vendors}
-    for vendor, version in loaded.items():
-        gpus = len(inventory.vendor(vendor).gpus)  # type: ignore[union-attr]
-        out.append(Finding("ok", f"{vendor} driver {version or '(in-kernel)'} with {gpus} GPUs"))
+    for inv in inventory.vendors:
+        version = inv.driver_version or "(in-kernel)"
+        out.append(Finding("ok", f"{inv.vendor} driver {version} with {len(inv.gpus)} GPUs"))
+        out += _nodes(inv)
+        if inv.vendor == "nvidia":
+            libs = sorted({os.path.basename(f.source).split(".so")[0] for f in inv.files if f.kind == "lib"})
+            missing = [s for s in ("libcuda", "libnvidia-ml") if s not in libs]
+            out.append(Finding("fail", f"NVIDIA driver libraries missing: {', '.join(missing)}",
+                               "install the driver's user-space packages (libcuda1, libnvidia-ml1)")
+                       if missing else Finding("ok", f"{len(libs)} NVIDIA driver libraries found"))
     if not loaded:
         out.append(Finding("warn", f"no GPU driver found under host root {config.host_root}",
                            "load the nvidia or amdgpu kernel module"))
+    out.append(_state_dir(config.state_dir))
+    out += _engines()
     out += stale_containers(config.state_dir, loaded)
+    return out
+
+
+def _nodes(inv: VendorInventory) -> list[Finding]:
+    missing = [p for g in inv.gpus for p in g.missing] + list(inv.notes)
+    if missing:
+        return [Finding("fail", f"{inv.vendor} device nodes missing: {', '.join(missing)}",
+                        "create them (nvidia-modprobe, or udev for amdgpu/kfd)")]
+    groups = sorted({n.gid for g in inv.gpus for n in g.nodes} | {n.gid for n in inv.shared_nodes})
+    return [Finding("ok", f"{inv.vendor} device nodes present (groups {', '.join(map(str, groups))})")]
+
+
+def _state_dir(state_dir: str) -> Finding:
+    try:
+        os.makedirs(state_dir, mode=0o700, exist_ok=True)
+        probe = os.path.join(state_dir, f".doctor-{os.getpid()}")
+        with open(probe, "w") as f:
+            f.write("ok")
+        os.unlink(probe)
+    except OSError as e:
+        return Finding("fail", f"state_dir {state_dir} is not writable: {e.strerror}",
+                       "point state_dir at a root-owned writable directory (default /run/gpuhook)")
+    return Finding("ok", f"state_dir {state_dir} is writable")
+
+
+def _engines() -> list[Finding]:
+    """Which engines have gpuhook registered, where their config is in the usual place."""
+    from gpuhook.engines import DEFAULT_PATHS
+
+    out = []
+    for engine, path in DEFAULT_PATHS.items():
+        try:
+            with open(path) as f:
+                text = f.read()
+        except OSError:
+            continue
+        registered = "gpuhook" in text
+        out.append(Finding("ok" if registered else "warn",
+                           f"{engine}: gpuhook {'registered' if registered else 'not registered'} in {path}",
+                           "" if registered else f"gpuhook configure {engine}"))
     return out
 
 

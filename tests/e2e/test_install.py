@@ -1,0 +1,33 @@
+"""install.sh from this checkout, into a scratch prefix: install, --configure podman, --uninstall reverts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).parents[2]
+HOOKS = Path("/usr/share/containers/oci/hooks.d/gpuhook.json")
+
+
+def test_install_configure_uninstall(tmp_path: Path) -> None:
+    before = HOOKS.read_bytes() if HOOKS.exists() else None
+    env = {**os.environ, "GPUHOOK_PREFIX": str(tmp_path / "opt"), "GPUHOOK_BINDIR": str(tmp_path / "bin")}
+    r = subprocess.run(["bash", str(REPO / "install.sh"), "--configure", "podman"], env=env, capture_output=True,
+                       text=True, timeout=600, check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    try:
+        version = subprocess.run([str(tmp_path / "bin/gpuhook"), "version"], capture_output=True, text=True)
+        assert version.stdout.startswith("gpuhook ")
+        hook = json.loads(HOOKS.read_text())
+        assert hook["hook"]["path"] == str(tmp_path / "bin/gpuhook") and "prestart" in hook["stages"]
+        again = subprocess.run(["bash", str(REPO / "install.sh")], env=env, capture_output=True, text=True,
+                               timeout=600, check=False)
+        assert again.returncode == 0, again.stderr  # idempotent
+    finally:
+        out = subprocess.run(["bash", str(REPO / "install.sh"), "--uninstall"], env=env, capture_output=True,
+                             text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    assert (HOOKS.read_bytes() if HOOKS.exists() else None) == before  # the engine's file is as it was
+    assert not (tmp_path / "opt").exists() and not list((tmp_path / "bin").iterdir())
