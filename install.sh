@@ -4,7 +4,11 @@
 #                           /etc/gpuhook/config.toml written if there is none
 #   ./install.sh --demo     the same, then `gpuhook demo` (a container through the shim; simulated GPUs if none)
 #   ./install.sh --configure docker,containerd   also register gpuhook with these engines (gpuhook configure)
+#   ./install.sh --binary DIR  install the single binary built by packaging/build-binary.sh (DIR: dist/gpuhook)
+#                              instead of a virtualenv
 #   ./install.sh --uninstall   revert those registrations, remove the links and the virtualenv (the config stays)
+# Dependencies are pinned (packaging/constraints.txt); a release tarball carries their wheels in
+# packaging/wheels and then installs offline.
 # Idempotent: running it again upgrades in place.
 set -euo pipefail
 src=$(cd "$(dirname "$0")" && pwd)
@@ -14,13 +18,17 @@ config=/etc/gpuhook/config.toml
 demo=0
 configure=""
 uninstall=0
+binary=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --demo) demo=1 ;;
     --configure) configure="${2:-}"; shift ;;
     --configure=*) configure="${1#*=}" ;;
     --uninstall) uninstall=1 ;;
-    *) echo "usage: $0 [--demo] [--configure docker,containerd,crio,podman] | --uninstall" >&2; exit 2 ;;
+    --binary) binary="${2:-}"; shift ;;
+    --binary=*) binary="${1#*=}" ;;
+    *) echo "usage: $0 [--demo] [--configure docker,containerd,crio,podman] [--binary DIR] | --uninstall" >&2
+       exit 2 ;;
   esac
   shift
 done
@@ -52,13 +60,23 @@ if command -v apt-get >/dev/null 2>&1; then
   fi
 fi
 
-[ -x "$prefix/bin/python" ] || "$py" -m venv "$prefix"
-"$prefix/bin/pip" install -q --disable-pip-version-check "$src"
-# replace pip's wrappers with isolated (-I -S) launchers (no PYTHON* variable from the caller reaches a root
-# process) and, where a C compiler exists, the native pass-through front end as gpuhook-runtime (containers
-# without a GPU request never start Python); without one gpuhook-runtime is the Python shim itself
-purelib=$("$prefix/bin/python3" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-"$prefix/bin/python3" -m gpuhook.launcher "$prefix/bin" "$purelib" >/dev/null
+if [ -n "$binary" ]; then
+  [ -x "$binary/gpuhook" ] || { echo "install.sh: $binary/gpuhook is not a gpuhook binary (packaging/build-binary.sh)" >&2; exit 1; }
+  binary=$(cd "$binary" && pwd)
+  rm -rf "$prefix.new" && mkdir -p "$prefix.new" && cp -a "$binary" "$prefix.new/bin"
+  rm -rf "$prefix" && mv "$prefix.new" "$prefix"
+else
+  [ -x "$prefix/bin/python" ] || "$py" -m venv "$prefix"
+  pip_args=(-q --disable-pip-version-check -c "$src/packaging/constraints.txt")
+  if [ -d "$src/packaging/wheels" ]; then pip_args+=(--no-index --find-links "$src/packaging/wheels"); fi
+  "$prefix/bin/pip" install "${pip_args[@]}" "$src"
+  # replace pip's wrappers with isolated (-I -S) launchers (no PYTHON* variable from the caller reaches a root
+  # process) and, where a C compiler exists, the native pass-through front end as gpuhook-runtime (containers
+  # without a GPU request never start Python); without one gpuhook-runtime is the Python shim itself
+  purelib=$("$prefix/bin/python3" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  platlib=$("$prefix/bin/python3" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
+  "$prefix/bin/python3" -m gpuhook.launcher "$prefix/bin" "$purelib" "$platlib" >/dev/null
+fi
 mkdir -p "$bindir"
 for b in gpuhook gpuhook-runtime; do ln -sfn "$prefix/bin/$b" "$bindir/$b"; done
 if [ ! -e "$config" ]; then

@@ -31,3 +31,22 @@ def test_install_configure_uninstall(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert (HOOKS.read_bytes() if HOOKS.exists() else None) == before  # the engine's file is as it was
     assert not (tmp_path / "opt").exists() and not list((tmp_path / "bin").iterdir())
+
+
+def test_release_tarball_installs_offline(tmp_path: Path) -> None:
+    """build-release.sh packs the pinned wheels; install.sh then installs with --no-index (no registry)."""
+    r = subprocess.run(["bash", str(REPO / "packaging/build-release.sh")], capture_output=True, text=True,
+                       timeout=600, check=False, env={**os.environ, "PYTHON": "/usr/bin/python3"})
+    assert r.returncode == 0, r.stderr
+    (tarball,) = (REPO / "dist").glob("gpuhook-*.tar.gz")
+    subprocess.run(["tar", "-C", str(tmp_path), "-xzf", str(tarball)], check=True)
+    (src,) = tmp_path.glob("gpuhook-*")
+    assert list((src / "packaging/wheels").glob("jsonschema-*.whl"))
+    env = {**os.environ, "GPUHOOK_PREFIX": str(tmp_path / "opt"), "GPUHOOK_BINDIR": str(tmp_path / "bin"),
+           "PIP_INDEX_URL": "http://127.0.0.1:9/none"}  # any attempt to reach a registry would fail
+    inst = subprocess.run(["bash", str(src / "install.sh")], env=env, capture_output=True, text=True, timeout=600,
+                          check=False)
+    assert inst.returncode == 0, inst.stdout + inst.stderr
+    assert subprocess.run([str(tmp_path / "bin/gpuhook"), "version"], capture_output=True, text=True).returncode == 0
+    subprocess.run(["bash", str(src / "install.sh"), "--uninstall"], env=env, capture_output=True, check=True)
+    tarball.unlink()

@@ -21,16 +21,22 @@ def cache_dir() -> str:
 
 
 def amdsmi_symbols() -> list[str]:
-    """Every libamd_smi symbol the installed amdsmi package binds when it is imported."""
+    """Every libamd_smi symbol the installed amdsmi package binds when it is imported: the amdsmi_* names in
+    its wrapper's code, asked of the import system's finders (a source file, or a frozen app's archive)
+    without importing it (that needs the very library the stub stands in for)."""
     import importlib.util
-    import re
+    import sys
 
-    spec = importlib.util.find_spec("amdsmi")
-    if spec is None or not spec.submodule_search_locations:
+    parent = importlib.util.find_spec("amdsmi")
+    if parent is None or not parent.submodule_search_locations:
         raise SimulatorError("the amdsmi package is not installed: pip install amdsmi")
-    wrapper = os.path.join(next(iter(spec.submodule_search_locations)), "amdsmi_wrapper.py")
-    with open(wrapper) as f:
-        return sorted(set(re.findall(r"_libraries\['libamd_smi\.so'\]\.(\w+)", f.read())))
+    for finder in sys.meta_path:
+        find = getattr(finder, "find_spec", None)
+        spec = find("amdsmi.amdsmi_wrapper", parent.submodule_search_locations) if find else None
+        code = spec.loader.get_code("amdsmi.amdsmi_wrapper") if spec and spec.loader else None
+        if code is not None:
+            return sorted(n for n in code.co_names if n.startswith("amdsmi_"))
+    raise SimulatorError("cannot read the amdsmi package's wrapper to list the symbols it binds")
 
 
 def build(source: str, out_name: str, *, soname: str | None = None, defines: dict[str, str] | None = None,

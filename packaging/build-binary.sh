@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Build the single-executable gpuhook with PyInstaller into dist/gpuhook/ (one-dir layout: see README,
+# Packaging, for why), plus the gpuhook-runtime name and the native pass-through front end beside it.
+#   bash packaging/build-binary.sh            (uses .venv; PYTHON=... to choose another interpreter)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python=${PYTHON:-.venv/bin/python}
+"$python" -m pip install -q --disable-pip-version-check pyinstaller
+"$python" -m PyInstaller --noconfirm --clean --log-level WARN --onedir --name gpuhook \
+  --distpath dist --workpath build/pyinstaller --specpath build \
+  --paths hook --collect-submodules gpuhook --collect-data gpuhook \
+  --collect-data jsonschema_specifications --collect-submodules structlog \
+  --hidden-import pynvml --hidden-import amdsmi --hidden-import amdsmi.amdsmi_interface \
+  --hidden-import amdsmi.amdsmi_wrapper --hidden-import amdsmi.amdsmi_exception --collect-submodules tomlkit \
+  packaging/gpuhook_main.py
+cd dist/gpuhook
+ln -sfn gpuhook gpuhook-runtime-py
+if command -v cc >/dev/null 2>&1; then
+  cc -O2 -o gpuhook-runtime ../../hook/gpuhook/native/runtime.c   # the front end; Python behind it
+else
+  ln -sfn gpuhook gpuhook-runtime
+fi
+echo "built $(pwd)/gpuhook ($(du -sh . | cut -f1))"
