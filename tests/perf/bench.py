@@ -105,6 +105,11 @@ def _variants(work: Path, scale: list[int], python: str) -> list[Variant]:
             {"gpuhook.dev/gpus": "0", "gpuhook.dev/vendor": vendor}, hook=True)
         add(f"shim {vendor} 1 of 8 GPUs + clocks (prestart applies, poststop restores)", [shim], 8,
             {"gpuhook.dev/gpus": "0", "gpuhook.dev/vendor": vendor, "gpuhook.dev/clocks": "1500"})
+    binary = REPO / "dist/gpuhook/gpuhook-runtime"  # bash packaging/build-binary.sh
+    if binary.exists():
+        for vendor in ("nvidia", "amd"):
+            add(f"PyInstaller binary {vendor} 1 of 8 GPUs", [str(binary)], 8,
+                {"gpuhook.dev/gpus": "0", "gpuhook.dev/vendor": vendor})
     for n in scale:
         for vendor in ("nvidia", "amd"):
             add(f"scaling: {vendor} all of {n}", [shim], n, {"gpuhook.dev/gpus": "all", "gpuhook.dev/vendor": vendor})
@@ -140,8 +145,8 @@ def _report(variants: list[Variant], rounds: int, python: str) -> None:
         med = statistics.median(v.times)
         p90 = statistics.quantiles(v.times, n=10)[-1]
         print(f"| {v.name} | {med * 1000:.1f} | {p90 * 1000:.1f} | {med / base:.2f} |")
-    for pending in ("PyInstaller binary",):
-        print(f"| {pending} | not built yet | | |")
+    if not (REPO / "dist/gpuhook/gpuhook-runtime").exists():
+        print("| PyInstaller binary | not built (bash packaging/build-binary.sh) | | |")
 
 
 if __name__ == "__main__":
