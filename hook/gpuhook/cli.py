@@ -81,7 +81,8 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("--ledger", help="read this ledger file (e.g. ledger.json.prev) instead of state_dir's")
     st.add_argument("--json", action="store_true", help="machine-readable output")
     st.set_defaults(func=_status)
-    doc = sub.add_parser("doctor", help="check the host and the GPU containers gpuhook set up; exit 1 if action is due")
+    doc = sub.add_parser("doctor", help="check the host and the GPU containers gpuhook set up (exit 0 ok, 1 warnings, "
+                         "2 failures)")
     doc.set_defaults(func=_doctor)
     v = sub.add_parser("version", help="print the version")
     v.set_defaults(func=lambda _a: print(f"gpuhook {__version__}") or 0)
@@ -216,7 +217,8 @@ def _doctor(args: argparse.Namespace) -> int:
     findings = run_checks(load())
     for f in findings:
         print(f"{f.level:5} {f.what}" + (f"\n      fix: {f.fix}" if f.fix else ""))
-    return 1 if any(f.level != "ok" for f in findings) else 0
+    levels = {f.level for f in findings}
+    return 2 if "fail" in levels else 1 if "warn" in levels else 0  # as monitoring checks report
 
 
 def _hook(stage: str | None, folders: list[str]) -> int:

@@ -143,14 +143,14 @@ def test_doctor_reports_containers_with_an_old_drivers_libraries(tmp_path: Path,
         subprocess.run([conftest.SHIM, "run", "-d", "--bundle", str(bundle), cid], env=env, check=True,
                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
         ok = subprocess.run(doctor, env=env, capture_output=True, text=True, check=False)
-        assert ok.returncode == 0, ok.stdout
+        assert "no running GPU container carries an old driver's libraries" in ok.stdout, ok.stdout
         build_host(host, HostSpec(nvidia=1, nvidia_driver="550.54.15"))  # the host's driver is upgraded
         stale = subprocess.run(doctor, env=env, capture_output=True, text=True, check=False)
-        assert stale.returncode == 1, stale.stdout
+        assert stale.returncode >= 1, stale.stdout  # at least a warning, whatever else this host has
         assert (f"container {cid} runs with nvidia driver libraries 535.54.03 but the loaded kernel module is "
                 "550.54.15") in stale.stdout and f"restart container {cid}" in stale.stdout
     finally:
         subprocess.run(["runc", "kill", cid, "KILL"], capture_output=True, check=False)
         subprocess.run(["runc", "delete", "--force", cid], capture_output=True, check=False)
     gone = subprocess.run(doctor, env=env, capture_output=True, text=True, check=False)
-    assert gone.returncode == 0 and cid not in gone.stdout, gone.stdout
+    assert cid not in gone.stdout and "no running GPU container carries" in gone.stdout, gone.stdout
