@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   need=""
-  for pkg in runc busybox-static gcc libc6-dev podman docker.io containerd; do
+  for pkg in $(cat tests/debian-packages.txt); do
     dpkg -s "$pkg" >/dev/null 2>&1 || need="$need $pkg"
   done
   python3 -c 'import ensurepip' >/dev/null 2>&1 || need="$need python3-venv"

@@ -43,11 +43,13 @@ def build(source: str, out_name: str, *, soname: str | None = None, defines: dic
           libs: tuple[str, ...] = (), extra_code: str = "") -> str:
     """Compile stubs/`source` (plus `extra_code`) into a shared library (with `soname`) or an executable;
     return its cached path."""
-    code = resources.files(__package__).joinpath(source).read_text() + extra_code
+    here = resources.files(__package__)
+    code = here.joinpath(source).read_text() + extra_code
+    header = here.joinpath("stub_state.h").read_text()  # included by the stateful stubs; part of the cache key
     flags = [f"-D{k}={v}" for k, v in sorted((defines or {}).items())]
     if soname:
         flags += ["-shared", "-fPIC", f"-Wl,-soname,{soname}"]
-    key = hashlib.sha256("\0".join([code, out_name, *flags, *libs]).encode()).hexdigest()[:16]
+    key = hashlib.sha256("\0".join([code, header, out_name, *flags, *libs]).encode()).hexdigest()[:16]
     out = os.path.join(cache_dir(), key, out_name)
     if os.path.exists(out):
         return out
@@ -60,6 +62,6 @@ def build(source: str, out_name: str, *, soname: str | None = None, defines: dic
     with open(src, "w") as f:
         f.write(code)
     tmp = f"{out}.tmp{os.getpid()}"
-    run([cc, "-O1", "-o", tmp, src, *flags, *libs])
+    run([cc, "-O1", "-o", tmp, src, f"-I{os.path.dirname(str(here.joinpath(source)))}", *flags, *libs])
     os.replace(tmp, out)
     return out

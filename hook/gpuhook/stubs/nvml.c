@@ -33,19 +33,7 @@ static void save_state(void) {
     rename(STUB_STATE ".tmp", STUB_STATE);
 }
 
-static void log_call(const char *what, int i, unsigned a, unsigned b) {
-    FILE *f = fopen(STUB_STATE ".log", "a");
-    if (f) { fprintf(f, "%s %d %u %u\n", what, i, a, b); fclose(f); }
-}
-
-static int must_fail(int i, const char *call) {
-    FILE *f = fopen(STUB_STATE ".fail", "r");
-    if (!f) return 0;
-    int j; char name[64]; int hit = 0;
-    while (fscanf(f, "%d %63s", &j, name) == 2) if (j == i && strcmp(name, call) == 0) hit = 1;
-    fclose(f);
-    return hit;
-}
+#include "stub_state.h"
 
 int nvmlInit_v2(void) { return 0; }
 int nvmlInit(void) { return 0; }
