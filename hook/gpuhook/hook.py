@@ -1,8 +1,8 @@
-"""`gpuhook hook [prestart|createRuntime|poststop]`: the OCI hook. Reads the container state on stdin.
+"""`gpuhook hook [prestart|createRuntime|poststop|update-ldcache]`: the OCI hook. Reads the state on stdin.
 
-prestart/createRuntime compute the same edits as the shim and apply what the spec does not already carry,
-live, inside the container; poststop releases what hook mode holds (nothing yet: tuning and leases come
-later) and never fails the container's removal.
+prestart/createRuntime compute the same edits as the shim, apply what the spec does not already carry, live,
+inside the container, then take the container's leases and apply its tuning; poststop releases them and
+restores, and never fails the container's removal; update-ldcache is CDI's linker-cache hook.
 """
 
 from __future__ import annotations
