@@ -44,6 +44,7 @@ def run_checks(config: Config) -> list[Finding]:
         out.append(Finding("warn", f"no GPU driver found under host root {config.host_root}",
                            "load the nvidia or amdgpu kernel module"))
     out.append(_state_dir(config.state_dir))
+    out += _runtime(config.runtime)
     out += _engines()
     out += stale_containers(config.state_dir, loaded)
     return out
@@ -56,6 +57,38 @@ def _nodes(inv: VendorInventory) -> list[Finding]:
                         "create them (nvidia-modprobe, or udev for amdgpu/kfd)")]
     groups = sorted({n.gid for g in inv.gpus for n in g.nodes} | {n.gid for n in inv.shared_nodes})
     return [Finding("ok", f"{inv.vendor} device nodes present (groups {', '.join(map(str, groups))})")]
+
+
+def runc_affected_by_cve_2024_45310(version_text: str) -> bool:
+    """runc before 1.1.14 (and 1.2.0-rc1/rc2) can be raced into creating empty files or directories outside
+    the container while it makes bind-mount targets: a rootfs that swaps a directory for a symlink meanwhile."""
+    words = version_text.split()
+    if len(words) < 3 or words[0] != "runc" or words[1] != "version":
+        return False
+    base = words[2].split("+")[0].split("~")[0]
+    nums = [int(p) for p in base.split("-")[0].split(".") if p.isdigit()]
+    if len(nums) < 3:
+        return False
+    if tuple(nums[:2]) == (1, 2) and "-rc" in base:
+        return base.split("-rc")[1].lstrip(".")[:1] in ("1", "2")
+    return tuple(nums[:3]) < (1, 1, 14)
+
+
+def _runtime(runtime: str) -> list[Finding]:
+    from gpuhook.errors import GpuhookError as Error
+    from gpuhook.proc import run
+    from gpuhook.shim import find_runtime
+
+    try:
+        path = find_runtime(runtime)
+        text = run([path, "--version"], timeout=10).splitlines()[0]
+    except (Error, IndexError) as e:
+        return [Finding("fail", f"runtime {runtime!r}: {e}", "install runc or set `runtime` in the gpuhook config")]
+    if runc_affected_by_cve_2024_45310(text):
+        return [Finding("warn", f"{path}: {text} is affected by CVE-2024-45310 (a rootfs racing runc while it "
+                        "creates mount targets can make it create empty files or directories outside the container)",
+                        "upgrade runc to 1.1.14 or later")]
+    return [Finding("ok", f"runtime {path}: {text}")]
 
 
 def _state_dir(state_dir: str) -> Finding:

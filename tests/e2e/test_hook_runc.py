@@ -68,6 +68,14 @@ def test_hook_after_the_shim_does_nothing_twice(mixed_host: str, run_container: 
 RUNC_DEV_LINKS = {"fd", "ptmx", "stderr", "stdin", "stdout"}  # runc 1.1 itself makes these through a /dev link
 
 
+def _runc_racy() -> bool:
+    """Whether this runc has CVE-2024-45310 (racing its mount-target creation leaves empty files outside)."""
+    from gpuhook.doctor import runc_affected_by_cve_2024_45310
+
+    text = subprocess.run(["runc", "--version"], capture_output=True, text=True, check=False).stdout
+    return runc_affected_by_cve_2024_45310(text.splitlines()[0] if text else "")
+
+
 def _host_untouched(outside: Path, allowed: set[str] | None = None) -> None:
     found = {p.name for p in outside.rglob("*")} - (allowed or set())
     assert not found, f"gpuhook wrote outside the container: {found}"
@@ -147,6 +155,15 @@ def test_racing_swap_of_a_directory_for_a_link(mixed_host: str, run_container: R
     finally:
         stop.set()
         thread.join()
+    if mode == "shim" and _runc_racy():
+        # In shim mode gpuhook writes nothing in the rootfs: runc makes the mount targets, and a runc with
+        # CVE-2024-45310 can be raced into making them, empty, outside (its mount is then refused). Only that
+        # is tolerated here: empty files named after gpuhook's mount targets. gpuhook doctor warns about it.
+        targets = {os.path.basename(str(p)) for p in Path(mixed_host).rglob("*") if p.is_file()}
+        runcs = {p.name for p in outside.rglob("*")
+                 if p.name in targets and p.is_file() and not p.is_symlink() and p.stat().st_size == 0}
+        _host_untouched(outside, runcs)
+        return
     _host_untouched(outside)
 
 
