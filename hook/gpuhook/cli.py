@@ -146,6 +146,7 @@ def _configure(args: argparse.Namespace) -> int:
 
 def _labels(args: argparse.Namespace) -> int:
 
+    from gpuhook.atomicfile import write_text
     from gpuhook.config import load
     from gpuhook.discover import discover
     from gpuhook.labels import DEFAULT_PATH, labels, render
@@ -157,20 +158,9 @@ def _labels(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         return 0
     path = args.output or DEFAULT_PATH
-    _write_file(path, text)
+    write_text(path, text, make_dirs=True)
     print(f"wrote {path} ({text.count(chr(10))} labels)")
     return 0
-
-
-def _write_file(path: str, text: str) -> None:
-    """Write a file whole (temp + rename), creating its directory. Writes a file."""
-    import os
-
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 def _gc(args: argparse.Namespace) -> int:
@@ -236,6 +226,7 @@ def _hook(stage: str | None, folders: list[str]) -> int:
 def _cdi_generate(args: argparse.Namespace) -> int:
     import os
 
+    from gpuhook.atomicfile import write_text
     from gpuhook.cdi import CdiError, build, to_yaml
     from gpuhook.config import load
     from gpuhook.configfile import config_path
@@ -263,7 +254,7 @@ def _cdi_generate(args: argparse.Namespace) -> int:
             sys.stdout.write(text)
             continue
         path = args.output or os.path.join(args.output_dir, f"gpuhook-{vendor.NAME}.{args.format}")
-        _write_file(path, text)
+        write_text(path, text, make_dirs=True)
         print(f"wrote {path}: {spec['kind']} with {len(spec['devices'])} devices (cdiVersion {spec['cdiVersion']})")
     return 0
 

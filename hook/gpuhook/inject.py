@@ -76,7 +76,7 @@ def prepare(spec: Spec, bundle: str, config: Config, log: Any, gpuhook_bin: str 
     # reads only, so the O_NOFOLLOW walk (os alone) serves; openat2 would cost ctypes before every GPU container
     rocm_edits, verdict_edits = Edits(), Edits()
     warnings: tuple[str, ...] = ()
-    if _checks_needed(by_vendor, env, annotations, request, config):  # modules loaded only when needed
+    if _checks_needed(by_vendor, env, annotations):  # modules loaded only when needed
         from gpuhook import compat
         from gpuhook.safepath import InRoot
 
@@ -106,8 +106,7 @@ def prepare(spec: Spec, bundle: str, config: Config, log: Any, gpuhook_bin: str 
     return Prepared(edits, warnings, drivers, settings, gpu_names if tuning.exclusive else (), gpu_names)
 
 
-def _checks_needed(by_vendor: dict[str, Any], env: dict[str, str], annotations: dict[str, str], request: Request,
-                   config: Config) -> bool:
+def _checks_needed(by_vendor: dict[str, Any], env: dict[str, str], annotations: dict[str, str]) -> bool:
     """Whether compatibility checks or host ROCm apply: AMD GPUs, or a stated requirement."""
     return ("amd" in by_vendor or "gpuhook.dev/require" in annotations or "CUDA_VERSION" in env
             or any(k.startswith("NVIDIA_REQUIRE_") for k in env))

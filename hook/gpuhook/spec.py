@@ -6,6 +6,7 @@ import copy
 import json
 import os
 
+from gpuhook.atomicfile import write_text
 from gpuhook.edits import Edits, ProcOverlay
 from gpuhook.errors import SpecError
 from gpuhook.proc import SAFE_ENV
@@ -102,19 +103,5 @@ def _add_hook(stages: dict[str, Any], stage: str, hook: dict[str, Any]) -> None:
 
 
 def write_atomic(path: str, spec: Spec) -> None:
-    """Replace `path` with `spec` as JSON: temp file in the same dir, fsync, rename; keeps the file mode."""
-    directory = os.path.dirname(os.path.abspath(path))
-    mode = os.stat(path).st_mode & 0o7777 if os.path.exists(path) else 0o644
-    tmp = os.path.join(directory, f".config.json.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(spec, f, separators=(",", ":"))
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """Replace `path` with `spec` as JSON, atomically, keeping the file mode. Writes a file."""
+    write_text(path, json.dumps(spec, separators=(",", ":")))

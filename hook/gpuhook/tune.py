@@ -77,11 +77,7 @@ def acquire(state_dir: str, me: Holder, settings: Sequence[Setting], exclusive: 
 def release(state_dir: str, holder_id: str, backends: Backends) -> list[str]:
     """Drop `holder_id`'s holdings and leases, restoring what nobody else holds; the problems, if any."""
     with ledger.locked(state_dir) as state:
-        keys = sorted((k for k, e in state["settings"].items() if holder_id in _ids(e)),
-                      key=lambda k: state["settings"][k]["seq"], reverse=True)
-        problems = _release_keys(state, holder_id, keys, backends)
-        for gpu in [g for g, h in state["leases"].items() if h.get("id") == holder_id]:
-            del state["leases"][gpu]
+        problems = _release_holder(state, holder_id, backends)
         ledger.save(state_dir, state)
         return problems
 
@@ -99,13 +95,19 @@ def _sweep(state_dir: str, state: ledger.State, backends: Backends) -> list[str]
     dead |= {h["id"] for h in state["leases"].values() if not alive(h)}
     problems: list[str] = []
     for holder_id in sorted(dead):
-        keys = sorted((k for k, e in state["settings"].items() if holder_id in _ids(e)),
-                      key=lambda k: state["settings"][k]["seq"], reverse=True)
-        problems += _release_keys(state, holder_id, keys, backends)
-        for gpu in [g for g, h in state["leases"].items() if h.get("id") == holder_id]:
-            del state["leases"][gpu]
+        problems += _release_holder(state, holder_id, backends)
     orphans = [k for k, e in state["settings"].items() if not e["holders"]]  # a restore that failed before
     problems += _release_keys(state, "", orphans, backends)
+    return problems
+
+
+def _release_holder(state: ledger.State, holder_id: str, backends: Backends) -> list[str]:
+    """Drop one holder's settings (newest first, restoring what nobody else holds) and its leases."""
+    keys = sorted((k for k, e in state["settings"].items() if holder_id in _ids(e)),
+                  key=lambda k: state["settings"][k]["seq"], reverse=True)
+    problems = _release_keys(state, holder_id, keys, backends)
+    for gpu in [g for g, h in state["leases"].items() if h.get("id") == holder_id]:
+        del state["leases"][gpu]
     return problems
 
 

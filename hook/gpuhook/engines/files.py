@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import os
 
+from gpuhook.atomicfile import write_text
 from gpuhook.engines import RESTART, Wanted, render
 from gpuhook.errors import EngineConfigError
 from gpuhook.record import record
@@ -78,18 +79,7 @@ def _backup(path: str, old: str | None) -> None:
 
 
 def _write(path: str, text: str) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    mode = os.stat(path).st_mode & 0o7777 if os.path.exists(path) else 0o644
-    tmp = f"{path}.gpuhook.{os.getpid()}.tmp"
     try:
-        with open(tmp, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        write_text(path, text, make_dirs=True)
     except OSError as e:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
         raise EngineConfigError(f"cannot write {path}: {e.strerror}") from e

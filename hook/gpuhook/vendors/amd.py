@@ -60,23 +60,26 @@ def _gpu(root: Root, index: int, node_id: str, props: dict[str, int]) -> Gpu:
     except OSError:
         model = ""
     render = f"/dev/dri/renderD{props.get('drm_render_minor', 0)}"
-    wanted = [render, *_card_nodes(root, render)]
+    drm_dir = _drm_dir(root, render)
+    wanted = [render, *_card_nodes(drm_dir)]
     found = [n for p in wanted if (n := read_node(root, p))]
     missing = tuple(p for p in wanted if not any(n.path == p for n in found))
     target = props.get("gfx_target_version", 0)
-    link = f"/sys/class/drm/{os.path.basename(render)}"
-    sysfs = root.to_host(os.path.dirname(os.path.dirname(root.resolve(link)))) if os.path.islink(root.lexical(link)) \
-        else ""
+    sysfs = root.to_host(os.path.dirname(drm_dir)) if drm_dir else ""  # the PCI device, parent of its drm/
     return Gpu(NAME, index, hex(unique) if unique else "", pci, model, tuple(found), missing,
                gfx_target(target) if target else "", sysfs)
 
 
-def _card_nodes(root: Root, render: str) -> list[str]:
-    """The card node(s) of the same PCI device as `render`, found through /sys/class/drm."""
+def _drm_dir(root: Root, render: str) -> str:
+    """The drm/ directory of the PCI device behind `render` (real path), or "" without its sysfs link."""
     link = f"/sys/class/drm/{os.path.basename(render)}"
-    if not os.path.islink(root.lexical(link)):
+    return os.path.dirname(root.resolve(link)) if os.path.islink(root.lexical(link)) else ""
+
+
+def _card_nodes(drm_dir: str) -> list[str]:
+    """The card node(s) beside the render node in the PCI device's drm/ directory."""
+    if not drm_dir:
         return []
-    drm_dir = os.path.dirname(root.resolve(link))
     try:
         entries = sorted(os.listdir(drm_dir))
     except OSError:
