@@ -9,7 +9,6 @@ its linker cache prefers the image's compat directory; the compat library is nev
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 
 from gpuhook import require, rocm
 from gpuhook.edits import Edits
@@ -19,6 +18,10 @@ from gpuhook.record import record
 from gpuhook.require import Condition, Facts, Requirement, version_tuple
 from gpuhook.root import Root
 from gpuhook.safepath import InRoot
+
+TYPE_CHECKING = False  # typing and collections cost milliseconds to import: this runs before a container starts
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 # Minimum Linux x86_64 driver of each CUDA toolkit release (NVIDIA CUDA Toolkit release notes,
 # "CUDA Toolkit and Corresponding Driver Versions").

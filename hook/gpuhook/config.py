@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 
 from gpuhook.configfile import config_path, read_config, remember_valid
@@ -75,6 +74,8 @@ def _names(value: list[str] | None) -> tuple[str, ...] | None:
 
 def schema() -> dict[str, Any]:
     """The JSON schema of config.toml shipped in the package."""
+    import json
+
     with open(SCHEMA) as f:
         loaded: dict[str, Any] = json.load(f)
     return loaded

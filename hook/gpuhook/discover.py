@@ -7,7 +7,8 @@ from gpuhook.root import Root
 from gpuhook.vendors import all_vendors
 
 
-def discover(root: Root) -> Inventory:
-    """Every vendor's driver, GPUs, device nodes and driver files found under `root`. Reads only."""
-    found = tuple(inv for v in all_vendors() if (inv := v.discover(root)) is not None)
-    return Inventory(root.base, found)
+def discover(root: Root, only: frozenset[str] | None = None) -> Inventory:
+    """Every vendor's driver, GPUs, device nodes and driver files found under `root` (only the vendors named
+    in `only`, when given: a container that names its vendor need not wait for the others). Reads only."""
+    vendors = (v for v in all_vendors() if only is None or v.NAME in only)
+    return Inventory(root.base, tuple(inv for v in vendors if (inv := v.discover(root)) is not None))

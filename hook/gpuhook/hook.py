@@ -7,12 +7,11 @@ restores, and never fails the container's removal; update-ldcache is CDI's linke
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from typing import Any
 
-from gpuhook import logs, records
+from gpuhook import fastjson, logs, records
 from gpuhook.config import Config, load
 from gpuhook.errors import GpuhookError, SpecError
 from gpuhook.inject import Prepared, prepare
@@ -23,7 +22,7 @@ STAGES = ("prestart", "createRuntime", "poststop", "update-ldcache")
 def main(stage: str | None, folders: list[str] | None = None) -> int:
     """Run one hook stage (detected from the state's status when not given); 0 on success."""
     try:
-        state = json.load(sys.stdin)
+        state = fastjson.loads(sys.stdin.buffer.read())
     except ValueError as e:
         print(f"gpuhook hook: the OCI state on stdin is not JSON ({e})", file=sys.stderr)
         return 1

@@ -8,7 +8,6 @@ matrix), else where the host's /opt/rocm points. Discovery reads the host; plann
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 
 from gpuhook import rocm
 from gpuhook.edits import Edits, Mount
@@ -17,6 +16,10 @@ from gpuhook.record import record
 from gpuhook.request import HostRocm
 from gpuhook.require import version_tuple
 from gpuhook.root import Root
+
+TYPE_CHECKING = False  # typing and collections cost milliseconds to import: this runs before a container starts
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 DIR_OPTIONS = ("rbind", "ro", "nosuid", "nodev")
 

@@ -53,7 +53,11 @@ def prepare(spec: Spec, bundle: str, config: Config, log: Any, gpuhook_bin: str 
         return None
     check_policy(tuning, config.tuning)
     root = Root(config.host_root)
-    inventory = discover(root)
+    named = frozenset(s.vendor or "" for s in request.selections)
+    scoped = request.wants_gpus and "" not in named  # every selection names its vendor: discover only those
+    inventory = discover(root, named if scoped else None)
+    if scoped and any(inventory.vendor(v) is None for v in named):  # PlanError will say what the host has
+        inventory = discover(root)
     if request.wants_gpus:
         selected = select_all(request, inventory)
     else:  # tuning for the GPUs a device plugin (or --device) already put in the spec

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import os
 import zlib
-from collections.abc import Sequence
 
 from gpuhook.inventory import Gpu
 from gpuhook.root import Root
+
+TYPE_CHECKING = False  # typing and collections cost milliseconds to import: this runs before a container starts
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 _PROC = "/proc/driver/nvidia"
 

@@ -3,9 +3,9 @@ Records live in state_dir/containers/<id>.json; a record whose container is gone
 
 from __future__ import annotations
 
-import json
 import os
 
+from gpuhook import fastjson
 from gpuhook.record import record
 
 
@@ -28,8 +28,9 @@ def save(state_dir: str, rec: ContainerRecord) -> None:
     path = os.path.join(directory, f"{os.path.basename(rec.id)}.json")
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w") as f:
-        json.dump({"id": rec.id, "drivers": [list(d) for d in rec.drivers], "runtime_root": rec.runtime_root,
-                   "pid": rec.pid, "start_time": rec.start_time, "gpus": list(rec.gpus)}, f)
+        f.write(fastjson.dumps({"id": rec.id, "drivers": [list(d) for d in rec.drivers],
+                                "runtime_root": rec.runtime_root, "pid": rec.pid, "start_time": rec.start_time,
+                                "gpus": list(rec.gpus)}))
     os.replace(tmp, path)
 
 
@@ -64,8 +65,8 @@ def live_records(state_dir: str) -> list[ContainerRecord]:
     for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
         path = os.path.join(directory, name)
         try:
-            with open(path) as f:
-                raw = json.load(f)
+            with open(path, "rb") as f:
+                raw = fastjson.loads(f.read())
             rec = ContainerRecord(raw["id"], tuple(tuple(d) for d in raw["drivers"]), raw.get("runtime_root", ""),
                                   int(raw.get("pid", 0)), raw.get("start_time", ""), tuple(raw.get("gpus", ())))
         except (OSError, ValueError, KeyError, TypeError):

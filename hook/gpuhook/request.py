@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Mapping
-
 from gpuhook.errors import RequestError
 from gpuhook.record import record
 from gpuhook.tuningreq import KEYS as TUNING_KEYS
 from gpuhook.tuningreq import Tuning, parse_tuning
+
+TYPE_CHECKING = False  # typing and collections cost milliseconds to import: this runs before a container starts
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
 
 PREFIX = "gpuhook.dev/"
 VENDORS = ("nvidia", "amd")
@@ -18,11 +19,8 @@ ENV_KEYS = ("NVIDIA_VISIBLE_DEVICES", "AMD_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPA
 
 _KNOWN = ("gpus", "vendor", "capabilities", "require", "host-rocm", *TUNING_KEYS)
 
-_INDEX = re.compile(r"\d+")
-_RANGE = re.compile(r"(\d+)-(\d+)")
-_NV_UUID = re.compile(r"GPU-[0-9a-fA-F]{8}(-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
-_AMD_UUID = re.compile(r"0[xX][0-9a-fA-F]{1,16}")
-_PCI = re.compile(r"(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])")
+_HEX = frozenset("0123456789abcdefABCDEF")  # identifiers are checked by hand: `re` costs milliseconds to import
+_NV_UUID_GROUPS = (8, 4, 4, 4, 12)  # GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx
 
 
 @record
@@ -169,17 +167,17 @@ def _parse_gpus(key: str, raw: str, vendor: str | None) -> Selection | None:
 
 
 def _parse_item(key: str, raw: str, item: str) -> list[str]:
-    if _INDEX.fullmatch(item):
+    if _is_decimal(item):
         return [str(int(item))]
-    m = _RANGE.fullmatch(item)
-    if m and int(m.group(1)) <= int(m.group(2)):
-        return [str(i) for i in range(int(m.group(1)), int(m.group(2)) + 1)]
-    if _NV_UUID.fullmatch(item):
+    first, dash, last = item.partition("-")
+    if dash and _is_decimal(first) and _is_decimal(last) and int(first) <= int(last):
+        return [str(i) for i in range(int(first), int(last) + 1)]
+    if item.startswith("GPU-") and [len(g) for g in item[4:].split("-")] == list(_NV_UUID_GROUPS) \
+            and _is_hex(item[4:].replace("-", ""), 32, 32):
         return ["GPU-" + item[4:].lower()]
-    if _AMD_UUID.fullmatch(item):
+    if item[:2] in ("0x", "0X") and _is_hex(item[2:], 1, 16):
         return [hex(int(item, 16))]
-    m = _PCI.fullmatch(item)
-    if m:
+    if _pci_parts(item):
         return [normalize_pci(item)]
     raise RequestError(f"{key}={raw!r}: cannot read {item!r} as a GPU; expected all, none, an index (0), "
                        "a range (0-3), a UUID (GPU-… or 0x…) or a PCI address (0000:3b:00.0)")
@@ -187,8 +185,29 @@ def _parse_item(key: str, raw: str, item: str) -> list[str]:
 
 def normalize_pci(address: str) -> str:
     """A PCI address in the kernel's long form, lower case: 0000:3b:00.0."""
-    m = _PCI.fullmatch(address.strip())
-    if not m:
+    parts = _pci_parts(address.strip())
+    if not parts:
         raise RequestError(f"not a PCI address: {address!r}")
-    domain = int(m.group(1), 16) if m.group(1) else 0
-    return f"{domain:04x}:{int(m.group(2), 16):02x}:{int(m.group(3), 16):02x}.{m.group(4)}"
+    domain, bus, device, function = parts
+    return f"{int(domain or '0', 16):04x}:{int(bus, 16):02x}:{int(device, 16):02x}.{function}"
+
+
+def _pci_parts(text: str) -> tuple[str, str, str, str] | None:
+    """[domain:]bus:device.function (domain 4-8 hex digits, bus and device 2, function 0-7), split; else None."""
+    rest, dot, function = text.rpartition(".")
+    fields = rest.split(":")
+    if not dot or len(function) != 1 or function not in "01234567" or len(fields) not in (2, 3):
+        return None
+    domain = fields[0] if len(fields) == 3 else ""
+    bus, device = fields[-2:]
+    if (domain and not _is_hex(domain, 4, 8)) or not _is_hex(bus, 2, 2) or not _is_hex(device, 2, 2):
+        return None
+    return domain, bus, device, function
+
+
+def _is_decimal(text: str) -> bool:
+    return text.isascii() and text.isdigit()
+
+
+def _is_hex(text: str, shortest: int, longest: int) -> bool:
+    return shortest <= len(text) <= longest and all(c in _HEX for c in text)

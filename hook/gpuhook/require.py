@@ -8,10 +8,12 @@ KEY OP VALUE with KEY one of cuda, driver, arch, brand (and rocm in the annotati
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from gpuhook.errors import RequestError
 from gpuhook.record import record
+
+TYPE_CHECKING = False  # typing and collections cost milliseconds to import: this runs before a container starts
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 OPS = (">=", "<=", "=", ">", "<")  # two-character operators first
 NVIDIA_KEYS = ("cuda", "driver", "arch", "brand")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import stat
-from collections import deque
 
 from gpuhook.errors import DiscoveryError
 
@@ -41,11 +40,11 @@ class Root:
 
     def resolve(self, path: str) -> str:
         """Return the real path for `path`, following symlinks as if the root were `/`."""
-        todo = deque(_parts(path))
+        todo = _parts(path)[::-1]  # a stack: the next part last (no deque: collections costs a millisecond)
         done: list[str] = []
         links = 0
         while todo:
-            part = todo.popleft()
+            part = todo.pop()
             if part == "..":
                 if done:
                     done.pop()
@@ -65,7 +64,7 @@ class Root:
             target = os.readlink(candidate)
             if target.startswith("/"):
                 done = []
-            todo.extendleft(reversed(_parts(target)))
+            todo.extend(reversed(_parts(target)))
         return self._join(done)
 
     def to_host(self, real: str) -> str:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import copy
-import json
+import marshal
 import os
 
+from gpuhook import fastjson
 from gpuhook.atomicfile import write_text
 from gpuhook.edits import Edits, ProcOverlay
 from gpuhook.errors import SpecError
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 def load_spec(data: bytes, path: str) -> Spec:
     """Parse config.json bytes; SpecError when they are not a JSON object."""
     try:
-        spec = json.loads(data)
+        spec = fastjson.loads(data)
     except ValueError as e:
         raise SpecError(f"{path} is not valid JSON ({e}); the bundle is broken, not the GPU request") from e
     if not isinstance(spec, dict):
@@ -37,7 +37,7 @@ def rootfs(spec: Spec, bundle: str) -> str:
 
 def apply_edits(spec: Spec, edits: Edits, root_path: str, ldconfig: str) -> Spec:
     """A copy of `spec` with the edits added (idempotent: what is already there is not added twice)."""
-    out = copy.deepcopy(spec)
+    out: Spec = marshal.loads(marshal.dumps(spec))  # a deep copy; JSON values are all marshal knows
     linux = out.setdefault("linux", {})
     devices = linux.setdefault("devices", [])
     have = {d.get("path") for d in devices}
@@ -104,4 +104,4 @@ def _add_hook(stages: dict[str, Any], stage: str, hook: dict[str, Any]) -> None:
 
 def write_atomic(path: str, spec: Spec) -> None:
     """Replace `path` with `spec` as JSON, atomically, keeping the file mode. Writes a file."""
-    write_text(path, json.dumps(spec, separators=(",", ":")))
+    write_text(path, fastjson.dumps(spec))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-
 from gpuhook.errors import PolicyError, RequestError
 from gpuhook.inventory import Gpu, Inventory, VendorInventory
 from gpuhook.plan import Selected
@@ -12,6 +10,7 @@ from gpuhook.tuningreq import Tuning
 
 TYPE_CHECKING = False  # typing costs milliseconds to import: the GPU path sits in front of a container start
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
     from typing import Any
 
 

@@ -3,10 +3,12 @@ Pure; errors name the key and quote the value."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from gpuhook.errors import RequestError
 from gpuhook.record import record
+
+TYPE_CHECKING = False  # typing and collections cost milliseconds to import: this runs before a container starts
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 PERF_LEVELS = ("auto", "low", "high", "manual", "profile_standard", "profile_peak", "profile_min_sclk",
                "profile_min_mclk", "perf_determinism")

@@ -106,3 +106,10 @@ def test_library_links_resolve_inside_host_root(fake_host: FakeHost) -> None:
 
 def test_gfx_target_names() -> None:
     assert [amd.gfx_target(v) for v in (90010, 90402, 110000, 100300)] == ["gfx90a", "gfx942", "gfx1100", "gfx1030"]
+
+
+@pytest.mark.parametrize("only", [frozenset({"nvidia"}), frozenset({"amd"}), frozenset()], ids=repr)
+def test_discovery_limited_to_named_vendors(fake_host: FakeHost, only: frozenset[str]) -> None:
+    root = Root(fake_host(nvidia=2, amd=2))
+    assert {v.vendor for v in discover(root, only).vendors} == only
+    assert {v.vendor for v in discover(root).vendors} == {"nvidia", "amd"}

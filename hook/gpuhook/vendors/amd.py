@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 
 from gpuhook.devnodes import read_node
 from gpuhook.edits import DeviceRule, Edits
 from gpuhook.inventory import DeviceNode, Gpu, VendorInventory
 from gpuhook.root import Root
+
+TYPE_CHECKING = False  # typing and collections cost milliseconds to import: this runs before a container starts
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 NAME = "amd"
 LABEL = "AMD"

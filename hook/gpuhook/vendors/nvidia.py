@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 
 from gpuhook import ldcache
 from gpuhook.devnodes import read_node
@@ -11,6 +10,10 @@ from gpuhook.edits import DeviceRule, Edits, Mount
 from gpuhook.inventory import DeviceNode, DriverFile, Gpu, VendorInventory
 from gpuhook.request import normalize_pci
 from gpuhook.root import Root
+
+TYPE_CHECKING = False  # typing and collections cost milliseconds to import: this runs before a container starts
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 NAME = "nvidia"
 LABEL = "NVIDIA"

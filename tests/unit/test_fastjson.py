@@ -1,0 +1,70 @@
+"""fastjson gives what json gives: the same values, the same bytes, the same errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuhook import fastjson
+
+DOCUMENTS = [
+    '{"ociVersion":"1.0.2","process":{"env":["A=1","B=é"],"args":["sh","-c","echo \\"hi\\""]},"n":null}',
+    '  \n{"a": [1, -2, 3.5e10, 1e-7, 12345678901234567890123], "b": {"c": [true, false, {}], "d": []}}\t\r\n',
+    '[]', '"text \\u00e9 \\ud83d\\ude00 \\n"', "0", "-0.0", "true", "null",
+    '{"dup": 1, "dup": 2}', '{"nan": NaN, "inf": Infinity, "ninf": -Infinity}',
+]
+
+
+@pytest.mark.parametrize("text", DOCUMENTS, ids=range(len(DOCUMENTS)))
+def test_loads_matches_json(text: str) -> None:
+    got, want = fastjson.loads(text.encode()), json.loads(text)
+    assert repr(got) == repr(want)  # repr: nan != nan, and -0.0 == 0.0 would hide a difference
+    assert repr(fastjson.loads(text)) == repr(want)  # text as well as bytes
+
+
+@pytest.mark.parametrize("text", ["", "{", '{"a": 1,}', '{"a": 1} x', '{"a": 1}{}', "\ufeff{}", "[1, 2", "nul",
+                                  '{"a": "\x01"}'], ids=repr)
+def test_bad_documents_raise_what_json_raises(text: str) -> None:
+    with pytest.raises(ValueError) as ours:
+        fastjson.loads(text.encode())
+    with pytest.raises(ValueError) as theirs:
+        json.loads(text)
+    assert str(ours.value) == str(theirs.value)
+
+
+def test_bytes_that_are_not_utf8_are_a_value_error() -> None:
+    with pytest.raises(ValueError):
+        fastjson.loads(b'{"a": "\xff"}')
+
+
+@pytest.mark.parametrize("value", [
+    {"a": [1, 2.5, "é", None, True, False], "b": {"c": 1e100, "d": 10**30, "e": "\x00\"\\/"}},
+    [], {}, "😀", -0.0, float("inf"), {"k": (1, 2)}, {1: "int keys become strings"},
+], ids=range(8))
+def test_dumps_matches_json(value: object) -> None:
+    assert fastjson.dumps(value) == json.dumps(value, separators=(",", ":"))
+
+
+def test_dumps_refuses_what_json_refuses_and_recovers() -> None:
+    with pytest.raises(TypeError, match="object"):
+        fastjson.dumps({"a": [object()]})
+    shared = [1]
+    assert fastjson.dumps({"x": shared, "y": shared}) == '{"x":[1],"y":[1]}'  # no stale cycle markers
+    loop: list[object] = []
+    loop.append(loop)
+    with pytest.raises(ValueError, match="Circular"):
+        fastjson.dumps(loop)
+
+
+def test_errors_without_the_json_package_loaded() -> None:
+    """The C scanner reports errors through json.decoder; in the shim that module is not loaded."""
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from gpuhook import fastjson\n"
+            "try:\n    fastjson.loads(b'{\"a\": 1,')\nexcept ValueError as e:\n    print(type(e).__name__, e)")
+    hook = str(Path(__file__).resolve().parents[2] / "hook")
+    done = subprocess.run([sys.executable, "-I", "-S", "-c", code, hook], capture_output=True, text=True, check=False)
+    want = "JSONDecodeError Expecting property name enclosed in double quotes: line 1 column 9 (char 8)"
+    assert done.stdout.strip() == want, done.stderr

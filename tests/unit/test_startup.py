@@ -1,0 +1,82 @@
+"""What the shim loads before it execs the runtime: start-up cost is a feature (STYLE 12).
+
+Every module a GPU container's start imports is paid for on every such start, so these tests pin the set:
+the standard library's heavier packages (json, re, enum, typing, ...) and gpuhook's optional ones stay out.
+They run the real shim under `python -I -S`, as its launcher does, and stop it where it would exec runc.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from gpuhook.bundle import oci_config
+
+from ..conftest import FakeHost
+
+PATH = [str(Path(__file__).resolve().parents[2] / "hook"), sysconfig.get_paths()["purelib"]]
+HEAVY = {"json", "re", "enum", "typing", "collections", "functools", "contextlib", "dataclasses", "copy",
+         "subprocess", "ctypes", "logging", "hashlib", "shutil", "inspect", "ast", "datetime", "tomllib",
+         "structlog", "jsonschema", "tomlkit", "pynvml", "amdsmi"}
+
+# the shim as its launcher starts it, but execv reports the loaded modules instead of starting the runtime
+_PROBE = """
+import os, sys
+sys.path[:0] = {path!r}
+def report(path, argv):
+    sys.stdout.write(" ".join(sorted(sys.modules)) + "\\n")
+    sys.stdout.flush()
+    os._exit(0)
+os.execv = report
+sys.argv = ["gpuhook-runtime", "create", "--bundle", {bundle!r}, "startup-test"]
+from gpuhook.shim import main
+main()
+"""
+
+
+def _loaded(host: str, tmp_path: Path, annotations: dict[str, str] | None = None,
+            env: dict[str, str] | None = None) -> set[str]:
+    bundle = tmp_path / "bundle"
+    (bundle / "rootfs" / "dev").mkdir(parents=True, exist_ok=True)
+    (bundle / "config.json").write_text(json.dumps(oci_config(["true"], env=env, annotations=annotations)))
+    config = tmp_path / "config.toml"
+    config.write_text(f'host_root = "{host}"\nruntime = "/bin/true"\nstate_dir = "{tmp_path / "state"}"\n')
+    probe = _PROBE.format(path=PATH, bundle=str(bundle))
+    runs = []
+    for _ in range(2):  # the first run parses and validates the config (tomllib, jsonschema) and caches it
+        done = subprocess.run([sys.executable, "-I", "-S", "-c", probe], capture_output=True, text=True, check=False,
+                              env={"PATH": os.environ["PATH"], "GPUHOOK_CONFIG": str(config)})
+        assert done.returncode == 0, done.stderr
+        runs.append(set(done.stdout.split()))
+    assert "gpuhook.shim" in runs[1]
+    return runs[1]
+
+
+def _heavy(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if m.split(".")[0] in HEAVY)
+
+
+def test_pass_through_loads_no_gpu_code(fake_host: FakeHost, tmp_path: Path) -> None:
+    loaded = _loaded(fake_host(nvidia=1), tmp_path)
+    assert _heavy(loaded) == []
+    assert "gpuhook.inject" not in loaded
+
+
+@pytest.mark.parametrize(("annotations", "env", "amd", "needed"), [
+    ({"gpuhook.dev/gpus": "0", "gpuhook.dev/vendor": "nvidia"}, None, 2, []),
+    ({"gpuhook.dev/gpus": "all", "gpuhook.dev/vendor": "amd"}, None, 2, []),
+    (None, {"NVIDIA_VISIBLE_DEVICES": "all", "AMD_VISIBLE_DEVICES": "0"}, 2, []),
+    # a stated CUDA requirement asks the host's libcuda for its version: ctypes, and nothing else
+    ({"gpuhook.dev/gpus": "all"}, {"CUDA_VERSION": "12.2.0"}, 0, ["ctypes", "ctypes._endian"]),
+], ids=["nvidia-one", "amd-all", "env-both", "nvidia-cuda-check"])
+def test_gpu_path_loads_nothing_heavy(fake_host: FakeHost, tmp_path: Path, annotations: dict[str, str] | None,
+                                      env: dict[str, str] | None, amd: int, needed: list[str]) -> None:
+    loaded = _loaded(fake_host(nvidia=2, amd=amd), tmp_path, annotations, env)
+    assert "gpuhook.inject" in loaded  # it did take the GPU path
+    assert _heavy(loaded) == needed
