@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from gpuhook.edits import DeviceRule
 from gpuhook.errors import GpuhookError
+
+TYPE_CHECKING = False  # typing and collections cost milliseconds to import: this runs before a container starts
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 
 class CgroupError(GpuhookError):

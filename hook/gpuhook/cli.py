@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
-from collections.abc import Sequence
 
 from gpuhook import __version__
 from gpuhook.errors import GpuhookError
 
+TYPE_CHECKING = False  # runc starts `gpuhook hook` before and after every hooked container: keep it light
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `gpuhook`; maps GpuhookError to one stderr line and exit status 1."""
+    args_in = sys.argv[1:] if argv is None else list(argv)
+    if args_in[:1] == ["hook"] and len(args_in) <= 2:  # the hot path, run around hooked containers: no argparse
+        from gpuhook.hook import STAGES
+
+        if all(a in STAGES for a in args_in[1:]):
+            return _hook(args_in[1] if len(args_in) == 2 else None, [])
     parser = _parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
@@ -27,6 +35,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
+    import argparse
+
+    from gpuhook.hook import STAGES
+
     p = argparse.ArgumentParser(prog="gpuhook", description="GPUs for containers, without privileges.")
     sub = p.add_subparsers(metavar="COMMAND")
     s = sub.add_parser("simulate", help="build a fake GPU host tree for testing on machines without GPUs")
@@ -45,7 +57,7 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--work-dir", default="/run/gpuhook/demo", help="where the demo bundle and fake host go")
     d.set_defaults(func=_demo)
     h = sub.add_parser("hook", help="the OCI hook (runc, Podman/CRI-O hooks.d); reads the state on stdin")
-    h.add_argument("stage", nargs="?", choices=("prestart", "createRuntime", "poststop", "update-ldcache"),
+    h.add_argument("stage", nargs="?", choices=STAGES,
                    help="hook stage; detected from the state's status when omitted")
     h.add_argument("--folder", action="append", default=[], help="update-ldcache: a library folder to list")
     h.set_defaults(func=lambda a: _hook(a.stage, a.folder))
@@ -101,6 +113,8 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
+    import json
+
     from gpuhook.config import load
     from gpuhook.discover import discover
     from gpuhook.root import Root
@@ -181,6 +195,7 @@ def _gc(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
+    import json
     import os
 
     from gpuhook import ledger, tune
@@ -224,6 +239,7 @@ def _hook(stage: str | None, folders: list[str]) -> int:
 
 
 def _cdi_generate(args: argparse.Namespace) -> int:
+    import json
     import os
 
     from gpuhook.atomicfile import write_text
@@ -261,6 +277,7 @@ def _cdi_generate(args: argparse.Namespace) -> int:
 
 def _cdi_list(args: argparse.Namespace) -> int:
     import glob
+    import json
     import os
 
     found = 0

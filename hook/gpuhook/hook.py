@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
 
 from gpuhook import fastjson, logs, records
 from gpuhook.config import Config, load
 from gpuhook.errors import GpuhookError, SpecError
-from gpuhook.inject import Prepared, prepare
+
+TYPE_CHECKING = False  # runc waits for every hook: typing, and the GPU path's modules on poststop, cost time
+if TYPE_CHECKING:
+    from typing import Any
+
+    from gpuhook.inject import Prepared
 
 STAGES = ("prestart", "createRuntime", "poststop", "update-ldcache")
 
@@ -49,6 +53,7 @@ def main(stage: str | None, folders: list[str] | None = None) -> int:
 
 def _prestart(state: dict[str, object]) -> None:
     from gpuhook import live
+    from gpuhook.inject import prepare
     from gpuhook.spec import load_spec, rootfs
 
     bundle = str(state.get("bundle") or "")

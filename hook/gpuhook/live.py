@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from gpuhook import cgroups, syscalls
 from gpuhook.edits import Edits
@@ -85,19 +83,26 @@ def apply(edits: Edits, pid: int, root_path: str, host_base: str, ldconfig: str,
 def _harden(root: InRoot, edits: Edits) -> None:
     """Masks (a read-only empty tmpfs over each existing directory), read-only remounts, procfs overlays."""
     for path in edits.masked_paths:
-        with _opened(root, path) as fd:
-            if fd is not None:
+        fd = _open_if_there(root, path)
+        if fd is not None:
+            try:
                 syscalls.mount("tmpfs", f"/proc/self/fd/{fd}", "tmpfs", syscalls.MS_RDONLY | syscalls.MS_NOSUID
                                | syscalls.MS_NODEV)
+            finally:
+                os.close(fd)
     for path in edits.readonly_mounts:
-        with _opened(root, path) as fd:
-            if fd is not None:
+        fd = _open_if_there(root, path)
+        if fd is not None:
+            try:
                 syscalls.mount(None, f"/proc/self/fd/{fd}", None, syscalls.MS_REMOUNT | syscalls.MS_BIND
                                | syscalls.MS_RDONLY)
+            finally:
+                os.close(fd)
     for o in edits.proc_overlays:
-        with _opened(root, o.target) as fd:
-            exists = fd is not None
-        target, source = (o.target, f"{o.source}/{os.path.basename(o.target)}") if exists else \
+        fd = _open_if_there(root, o.target)
+        if fd is not None:
+            os.close(fd)
+        target, source = (o.target, f"{o.source}/{os.path.basename(o.target)}") if fd is not None else \
             (os.path.dirname(o.target), o.source)
         src = os.open(source, os.O_PATH | os.O_CLOEXEC | os.O_DIRECTORY)
         try:
@@ -106,18 +111,12 @@ def _harden(root: InRoot, edits: Edits) -> None:
             os.close(src)
 
 
-@contextmanager
-def _opened(root: InRoot, path: str) -> Iterator[int | None]:
-    """An O_PATH descriptor of `path` in the root, or None where it does not exist."""
+def _open_if_there(root: InRoot, path: str) -> int | None:
+    """An O_PATH descriptor of `path` in the root (the caller closes it), or None where it does not exist."""
     try:
-        fd = root.open(path)
+        return root.open(path)
     except FileNotFoundError:
-        yield None
-        return
-    try:
-        yield fd
-    finally:
-        os.close(fd)
+        return None
 
 
 def _host_node(host_base: str, path: str) -> int:

@@ -46,6 +46,8 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=30)
     p.add_argument("--scale", default="1,8,64", help="GPU counts per vendor for the scaling rows")
     p.add_argument("--json", help="also write the raw results here")
+    p.add_argument("--only", action="append", default=[], metavar="TEXT",
+                   help="measure only the variants whose name contains TEXT (repeatable; the baseline always runs)")
     p.add_argument("--python", default=sys.executable,
                    help="interpreter for gpuhook's launchers (install.sh uses the distribution's /usr/bin/python3)")
     args = p.parse_args()
@@ -53,6 +55,8 @@ def main() -> int:
         sys.exit("bench.py runs real containers and makes device nodes: run it as root")
     work = Path(tempfile.mkdtemp(prefix="gpuhook-bench-"))
     variants = _variants(work, [int(n) for n in args.scale.split(",")], args.python)
+    if args.only:
+        variants = [v for v in variants if v.name.startswith("runc") or any(t in v.name for t in args.only)]
     for v in variants:  # warm caches (config cache, page cache, stub compiles) before measuring
         _once(v, work)
     for _ in range(args.rounds):

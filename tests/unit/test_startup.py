@@ -80,3 +80,19 @@ def test_gpu_path_loads_nothing_heavy(fake_host: FakeHost, tmp_path: Path, annot
     loaded = _loaded(fake_host(nvidia=2, amd=amd), tmp_path, annotations, env)
     assert "gpuhook.inject" in loaded  # it did take the GPU path
     assert _heavy(loaded) == needed
+
+
+def test_poststop_hook_without_tuning_loads_nothing_heavy(tmp_path: Path) -> None:
+    """runc runs `gpuhook hook poststop` after every hooked container stops: no argparse, no GPU path."""
+    config = tmp_path / "config.toml"
+    config.write_text(f'state_dir = "{tmp_path / "state"}"\n')
+    probe = (f"import sys\nsys.path[:0] = {PATH!r}\nfrom gpuhook.cli import main\ncode = main(['hook', 'poststop'])\n"
+             "print(code, ' '.join(sorted(sys.modules)))\n")
+    state = json.dumps({"ociVersion": "1.0.2", "id": "c1", "status": "stopped", "bundle": str(tmp_path)})
+    runs = [subprocess.run([sys.executable, "-I", "-S", "-c", probe], input=state, capture_output=True, text=True,
+                           check=False, env={"PATH": os.environ["PATH"], "GPUHOOK_CONFIG": str(config)})
+            for _ in range(2)]
+    code, *loaded = runs[1].stdout.split()
+    assert code == "0", runs[1].stderr
+    assert "gpuhook.hook" in loaded
+    assert _heavy(set(loaded)) == [] and "argparse" not in loaded and "gpuhook.inject" not in loaded
