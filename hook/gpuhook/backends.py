@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from gpuhook.errors import GpuhookError
-from gpuhook.inventory import Inventory
-from gpuhook.root import Root
 from gpuhook.tune import Backend, TuningError
+
+TYPE_CHECKING = False  # typing costs ~5 ms to import, paid by both tuning hooks of every tuned container
+if TYPE_CHECKING:
+    from typing import Any
+
+    from gpuhook.inventory import Inventory
+    from gpuhook.root import Root
 
 
 class BackendSet:
     """Callable vendor -> Backend, for tune.acquire/release/sweep; use as a context manager."""
 
-    def __init__(self, root: Root, inventory: Inventory) -> None:
+    def __init__(self, root: Root, inventory: Inventory | None = None) -> None:
         self._root = root
-        self._inventory = inventory
+        self._inventory = inventory  # None: discover a vendor when its backend is first needed
         self._made: dict[str, Any] = {}
 
     def __call__(self, vendor: str) -> Backend:
@@ -36,6 +40,10 @@ class BackendSet:
         if vendor == "nvidia":
             from gpuhook.tune_nvidia import NvmlBackend
 
+            if self._inventory is None:
+                from gpuhook.discover import discover
+
+                self._inventory = discover(self._root, frozenset({"nvidia"}))
             inv = self._inventory.vendor("nvidia")
             files = inv.files if inv else ()
             lib = next((f.source for f in files if os.path.basename(f.source).startswith("libnvidia-ml.so.")), None)

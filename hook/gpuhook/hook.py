@@ -96,7 +96,6 @@ def _tune(config: Config, cid: str, pid: int, prepared: Prepared, log: Any) -> N
     """Leases and settings for this container, all or nothing (tune.acquire rolls back on failure)."""
     from gpuhook import tune
     from gpuhook.backends import BackendSet
-    from gpuhook.discover import discover
     from gpuhook.root import Root
 
     root = Root(config.host_root)
@@ -104,7 +103,7 @@ def _tune(config: Config, cid: str, pid: int, prepared: Prepared, log: Any) -> N
     def users(gpu: str) -> list[str]:
         return [r.id for r in records.live_records(config.state_dir) if gpu in r.gpus]
 
-    with BackendSet(root, discover(root)) as backends:
+    with BackendSet(root) as backends:  # a vendor's GPUs are discovered only if its backend is needed
         tune.acquire(config.state_dir, tune.Holder(cid, pid, records.start_time(pid)), prepared.settings,
                      prepared.exclusive, backends, users)
     log.info("tuned", settings=[f"{s.gpu}:{s.name}={s.value}" for s in prepared.settings],
@@ -150,9 +149,8 @@ def _untune(config: Config, cid: str) -> list[str]:
         return []
     from gpuhook import tune
     from gpuhook.backends import BackendSet
-    from gpuhook.discover import discover
     from gpuhook.root import Root
 
     root = Root(config.host_root)
-    with BackendSet(root, discover(root)) as backends:
+    with BackendSet(root) as backends:  # a vendor's GPUs are discovered only if its backend is needed
         return tune.release(config.state_dir, cid, backends)

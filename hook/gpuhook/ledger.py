@@ -73,10 +73,8 @@ def save(state_dir: str, state: State) -> None:
     """Write the ledger atomically, keeping the previous version as .prev. Call while holding the lock."""
     path = os.path.join(state_dir, NAME)
     tmp = f"{path}.{os.getpid()}.tmp"
-    import json  # indented for the admin who reads it; only tuning hooks write it
-
     with open(tmp, "w") as f:
-        json.dump(state, f, indent=1, sort_keys=True)
+        f.write(render(state))
         f.flush()
         os.fsync(f.fileno())
     if os.path.exists(path):  # keep the last good version; ledger.json itself never disappears (readers
@@ -91,6 +89,19 @@ def save(state_dir: str, state: State) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def render(state: State) -> str:
+    """The ledger as JSON an admin can read: one line per key, and per setting or lease. (json's indent
+    would cost both tuning hooks of every tuned container the json package: ~9 ms each.)"""
+    lines = []
+    for key, value in sorted(state.items()):
+        if isinstance(value, dict) and value:
+            inner = ",\n".join(f"  {fastjson.dumps(k)}: {fastjson.dumps(v)}" for k, v in sorted(value.items()))
+            lines.append(f" {fastjson.dumps(key)}: {{\n{inner}\n }}")
+        else:
+            lines.append(f" {fastjson.dumps(key)}: {fastjson.dumps(value)}")
+    return "{\n" + ",\n".join(lines) + "\n}\n"
 
 
 def _corrupt(path: str, why: str) -> LedgerError:

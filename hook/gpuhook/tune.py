@@ -8,14 +8,18 @@ process and its start time, so a container that died (or whose runtime lost its 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol
-
 from gpuhook import ledger
 from gpuhook.errors import GpuhookError, PolicyError
 from gpuhook.record import record
 from gpuhook.records import holder_alive
 from gpuhook.tuneplan import Setting
+
+TYPE_CHECKING = False  # typing costs ~5 ms to import, paid by both tuning hooks of every tuned container
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any, Protocol
+else:
+    Protocol = object
 
 
 class TuningError(GpuhookError):
@@ -47,7 +51,8 @@ class Holder:
         return {"id": self.id, "pid": self.pid, "start": self.start}
 
 
-Backends = Callable[[str], Backend]  # vendor -> its backend, made on first use
+if TYPE_CHECKING:
+    Backends = Callable[[str], Backend]  # vendor -> its backend, made on first use
 
 
 alive = holder_alive

@@ -3,13 +3,15 @@ Values are text: perf_level by name, sclk 'MIN-MAX' or 'default', power_cap in m
 
 from __future__ import annotations
 
-import glob
 import os
-from types import ModuleType
 
 from gpuhook.root import Root
 from gpuhook.tune import TuningError
 from gpuhook.tuneplan import Setting
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import ModuleType
 
 _LEVELS = {"auto": "AUTO", "low": "LOW", "high": "HIGH", "manual": "MANUAL", "profile_standard": "STABLE_STD",
            "profile_peak": "STABLE_PEAK", "profile_min_mclk": "STABLE_MIN_MCLK",
@@ -111,6 +113,8 @@ class SysfsBackend:
         return levels
 
     def _hwmon(self, s: Setting) -> str:
+        import glob  # re and fnmatch, only for the power cap's hwmon lookup
+
         found = sorted(glob.glob(self._root.lexical(f"{s.device}/hwmon/hwmon*/power1_cap")))
         if not found:
             raise TuningError(f"GPU {s.index} ({s.pci}) has no hwmon power1_cap")

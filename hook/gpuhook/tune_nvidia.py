@@ -3,10 +3,12 @@ compute mode. Values are text: clocks 'MIN-MAX' or 'unlocked', power in milliwat
 
 from __future__ import annotations
 
-from types import ModuleType
-
 from gpuhook.tune import TuningError
 from gpuhook.tuneplan import Setting
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import ModuleType
 
 _MODES = {"default": 0, "prohibited": 2, "exclusive-process": 3}
 

@@ -205,3 +205,20 @@ def test_the_ledger_file_never_disappears_while_it_is_rewritten(tmp_path: Path) 
     watcher.join()
     assert missing == []
     assert json.loads((tmp_path / "ledger.json.prev").read_text())["seq"] == 298
+
+
+@pytest.mark.parametrize("state", [
+    ledger.empty(),
+    {"version": 1, "seq": 2, "leases": {"GPU-1": {"id": "c1", "pid": 7, "start": "99"}},
+     "settings": {"GPU-1/clocks": {"vendor": "nvidia", "original": "unlocked", "value": "1500-1500", "seq": 1,
+                                   "holders": [{"id": "c1", "pid": 7, "start": "99"}]},
+                  "0000:03:00.0/perf_level": {"vendor": "amd", "original": "auto", "value": "high", "seq": 2,
+                                              "holders": [{"id": "c\u00e9\"2", "pid": 8, "start": "1"}]}}},
+], ids=["empty", "two-settings"])
+def test_ledger_is_json_with_a_line_per_setting(tmp_path: Path, state: ledger.State) -> None:
+    ledger.save(str(tmp_path), state)
+    text = (tmp_path / ledger.NAME).read_text()
+    assert json.loads(text) == state == ledger.load(str(tmp_path / ledger.NAME))
+    for key in state["settings"]:
+        (line,) = [ln for ln in text.splitlines() if ln.strip().startswith(json.dumps(key))]
+        assert json.loads(line.split(": ", 1)[1].rstrip(",")) == state["settings"][key]
