@@ -96,3 +96,14 @@ def test_poststop_hook_without_tuning_loads_nothing_heavy(tmp_path: Path) -> Non
     assert code == "0", runs[1].stderr
     assert "gpuhook.hook" in loaded
     assert _heavy(set(loaded)) == [] and "argparse" not in loaded and "gpuhook.inject" not in loaded
+
+
+def test_running_a_program_loads_no_subprocess_module() -> None:
+    """Hook mode and CDI's update-ldcache run ldconfig while runc waits: subprocess alone costs 12-25 ms."""
+    probe = (f"import sys\nsys.path[:0] = {PATH!r}\nfrom gpuhook import live, proc\nproc.run(['true'])\n"
+             "print(' '.join(sorted(sys.modules)))\n")
+    done = subprocess.run([sys.executable, "-I", "-S", "-c", probe], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    loaded = set(done.stdout.split())
+    assert _heavy(loaded) == ["ctypes", "ctypes._endian"]  # live's syscalls need ctypes; nothing else heavy
+    assert not loaded & {"signal", "threading", "selectors"}

@@ -132,18 +132,26 @@ def _driver_files(root: Root, version: str | None) -> tuple[DriverFile, ...]:
     return tuple(out)
 
 
-def _cached_libraries(root: Root) -> list[tuple[str, str]] | None:
+def _cached_libraries(root: Root) -> dict[str, list[str]] | None:
+    """The linker cache's paths by SONAME stem (libcuda.so.1 -> libcuda.so): one pass over a cache that
+    holds every library of the host, where a scan per driver library would cost milliseconds."""
     try:
         with open(root.resolve("/etc/ld.so.cache"), "rb") as f:
-            return ldcache.parse(f.read())
+            entries = ldcache.parse(f.read())
     except OSError:
         return None
+    by_stem: dict[str, list[str]] = {}
+    for soname, path in entries:
+        base, versioned, _ = soname.partition(".so.")
+        if versioned:
+            by_stem.setdefault(base + ".so", []).append(path)
+    return by_stem
 
 
-def _find_library(root: Root, cache: list[tuple[str, str]] | None, stem: str) -> list[str]:
+def _find_library(root: Root, cache: dict[str, list[str]] | None, stem: str) -> list[str]:
     """Real files (links resolved inside the root) of library `stem`, from the cache or the usual dirs."""
     if cache is not None:
-        candidates = [path for soname, path in cache if soname.startswith(stem + ".")]
+        candidates = cache.get(stem, [])
     else:
         candidates = [f"{d}/{e}" for d in LIB_DIRS for e in root.listdir(d) if e.startswith(stem + ".")]
     reals = [root.resolve(c) for c in candidates]
