@@ -10,6 +10,7 @@ gives medians and the ratio of each median to bare runc's in the same run. Not p
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -134,8 +135,11 @@ def _once(v: Variant, work: Path) -> float:
     return elapsed
 
 
-def _order(name: str) -> tuple[int, str]:
-    return (0 if name.startswith("runc") else 2 if name.startswith("scaling") else 1, name)
+def _order(name: str) -> tuple[int, str, int]:
+    if name.startswith("scaling"):
+        vendor, _, count = name.removeprefix("scaling: ").partition(" all of ")
+        return (2, vendor, int(count))
+    return (0 if name.startswith("runc") else 1, name, 0)
 
 
 def _report(variants: list[Variant], rounds: int, python: str) -> None:
@@ -151,6 +155,20 @@ def _report(variants: list[Variant], rounds: int, python: str) -> None:
         print(f"| {v.name} | {med * 1000:.1f} | {p90 * 1000:.1f} | {med / base:.2f} |")
     if not (REPO / "dist/gpuhook/gpuhook-runtime").exists():
         print("| PyInstaller binary | not built (bash packaging/build-binary.sh) | | |")
+    _report_scaling(variants)
+
+
+def _report_scaling(variants: list[Variant]) -> None:
+    """The cost of each added GPU between the scaling points: linear growth keeps it flat."""
+    points: dict[str, list[tuple[int, float]]] = {}
+    for v in variants:
+        if v.name.startswith("scaling"):
+            _, vendor, count = _order(v.name)
+            points.setdefault(vendor, []).append((count, statistics.median(v.times)))
+    for vendor, pts in points.items():
+        steps = [f"{a}->{b}: {(tb - ta) / (b - a) * 1000:.2f}" for (a, ta), (b, tb) in itertools.pairwise(pts)]
+        if steps:
+            print(f"\nscaling, {vendor}: ms per added GPU " + ", ".join(steps))
 
 
 if __name__ == "__main__":
