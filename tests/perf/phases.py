@@ -54,7 +54,7 @@ spec.write_atomic(BUNDLE + "/config.json.out", new)
 t.append(time.perf_counter())
 print(" ".join(str(b - a) for a, b in zip(t, t[1:])))
 """
-PHASES = ("imports: shim, config reader", "imports: the GPU path (inject, spec, config, ...)",
+PHASES = ("imports: os, the shim, the config reader", "imports: the GPU path (inject, spec, config, vendors, ...)",
           "config.json read, config checked", "request, discovery, plan, procfs copy / compatibility",
           "edits applied, container record, atomic write")
 
