@@ -12,7 +12,9 @@ import os
 from gpuhook.errors import ProcessError
 
 SAFE_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"}
-_SIGKILL = 9  # the same on every Linux architecture; the signal module would import enum
+# Linux's numbers on x86_64, aarch64, ppc64le and riscv64 (the signal module would import enum)
+_SIGKILL = 9
+_SIGNALS_PYTHON_IGNORES = (13, 25)  # SIGPIPE and SIGXFSZ: a program expects them at their defaults
 
 
 def run(argv: list[str], timeout: float = 60.0, extra_env: dict[str, str] | None = None) -> str:
@@ -23,12 +25,10 @@ def run(argv: list[str], timeout: float = 60.0, extra_env: dict[str, str] | None
     out_r, out_w = os.pipe()  # both ends close-on-exec; the spawn's dup2 gives the child its own 1 and 2
     err_r, err_w = os.pipe()
     try:
+        actions = [(os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0), (os.POSIX_SPAWN_DUP2, out_w, 1),
+                   (os.POSIX_SPAWN_DUP2, err_w, 2), *((os.POSIX_SPAWN_CLOSE, fd) for fd in _inheritable())]
         try:
-            pid = os.posix_spawn(program, argv, env, file_actions=[
-                (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
-                (os.POSIX_SPAWN_DUP2, out_w, 1),
-                (os.POSIX_SPAWN_DUP2, err_w, 2),
-            ])
+            pid = os.posix_spawn(program, argv, env, file_actions=actions, setsigdef=_SIGNALS_PYTHON_IGNORES)
         except OSError as e:
             raise ProcessError(f"{argv[0]} could not run: {e}") from e
         finally:
@@ -81,6 +81,20 @@ def _collect(pid: int, out_r: int, err_r: int, timeout: float) -> tuple[str, str
             time.sleep(0.001)
     text = [b"".join(chunks[fd]).decode("utf-8", "replace") for fd in (out_r, err_r)]
     return text[0], text[1], status
+
+
+def _inheritable() -> list[int]:
+    """Descriptors above 2 that would survive exec (one a library opened without O_CLOEXEC, say): the program
+    gets none of them, as with subprocess's close_fds. Hook mode runs ldconfig chrooted into a container."""
+    fds = []
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        try:
+            if fd > 2 and os.get_inheritable(fd):
+                fds.append(fd)
+        except OSError:  # the descriptor listdir itself used, closed by now
+            continue
+    return fds
 
 
 def _on_path(name: str, path: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -66,3 +67,15 @@ def test_no_descriptor_leaks() -> None:
     with pytest.raises(ProcessError):
         run(["false"])
     assert set(os.listdir("/proc/self/fd")) == before
+
+
+def test_inherited_descriptors_and_ignored_signals_do_not_reach_the_program(tmp_path: Path) -> None:
+    leaked = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)  # as a library might: without close-on-exec
+    os.set_inheritable(leaked, True)
+    try:
+        fds = run(["ls", "/proc/self/fd"]).split()
+    finally:
+        os.close(leaked)
+    assert str(leaked) not in fds and set(fds) <= {"0", "1", "2", "3"}  # 3: ls's own listing
+    ignored = int(run(["sh", "-c", "grep SigIgn /proc/self/status"]).split()[1], 16)
+    assert not ignored & (1 << (13 - 1)), "SIGPIPE must be at its default, not Python's SIG_IGN"
