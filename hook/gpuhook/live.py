@@ -83,21 +83,9 @@ def apply(edits: Edits, pid: int, root_path: str, host_base: str, ldconfig: str,
 def _harden(root: InRoot, edits: Edits) -> None:
     """Masks (a read-only empty tmpfs over each existing directory), read-only remounts, procfs overlays."""
     for path in edits.masked_paths:
-        fd = _open_if_there(root, path)
-        if fd is not None:
-            try:
-                syscalls.mount("tmpfs", f"/proc/self/fd/{fd}", "tmpfs", syscalls.MS_RDONLY | syscalls.MS_NOSUID
-                               | syscalls.MS_NODEV)
-            finally:
-                os.close(fd)
+        _mount_over(root, path, "tmpfs", "tmpfs", syscalls.MS_RDONLY | syscalls.MS_NOSUID | syscalls.MS_NODEV)
     for path in edits.readonly_mounts:
-        fd = _open_if_there(root, path)
-        if fd is not None:
-            try:
-                syscalls.mount(None, f"/proc/self/fd/{fd}", None, syscalls.MS_REMOUNT | syscalls.MS_BIND
-                               | syscalls.MS_RDONLY)
-            finally:
-                os.close(fd)
+        _mount_over(root, path, None, None, syscalls.MS_REMOUNT | syscalls.MS_BIND | syscalls.MS_RDONLY)
     for o in edits.proc_overlays:
         fd = _open_if_there(root, o.target)
         if fd is not None:
@@ -109,6 +97,17 @@ def _harden(root: InRoot, edits: Edits) -> None:
             bind_mount(src, root, target, noexec=True)
         finally:
             os.close(src)
+
+
+def _mount_over(root: InRoot, path: str, source: str | None, fstype: str | None, flags: int) -> None:
+    """mount(2) onto `path` in the root, through its descriptor, where it exists; nothing where it does not."""
+    fd = _open_if_there(root, path)
+    if fd is None:
+        return
+    try:
+        syscalls.mount(source, f"/proc/self/fd/{fd}", fstype, flags)
+    finally:
+        os.close(fd)
 
 
 def _open_if_there(root: InRoot, path: str) -> int | None:
