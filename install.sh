@@ -75,7 +75,7 @@ else
   # without a GPU request never start Python); without one gpuhook-runtime is the Python shim itself
   purelib=$("$prefix/bin/python3" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   platlib=$("$prefix/bin/python3" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
-  "$prefix/bin/python3" -m gpuhook.launcher "$prefix/bin" "$purelib" "$platlib" >/dev/null
+  "$prefix/bin/python3" -m gpuhook.cli.launcher "$prefix/bin" "$purelib" "$platlib" >/dev/null
 fi
 mkdir -p "$bindir"
 for b in gpuhook gpuhook-runtime; do ln -sfn "$prefix/bin/$b" "$bindir/$b"; done

@@ -16,7 +16,7 @@ python=${PYTHON:-.venv/bin/python}
 cd dist/gpuhook
 ln -sfn gpuhook gpuhook-runtime-py
 if command -v cc >/dev/null 2>&1; then
-  cc -O2 -o gpuhook-runtime ../../hook/gpuhook/native/runtime.c   # the front end; Python behind it
+  cc -O2 -o gpuhook-runtime ../../hook/gpuhook/cli/native/runtime.c   # the front end; Python behind it
 else
   ln -sfn gpuhook gpuhook-runtime
 fi

@@ -8,10 +8,10 @@ import sys
 
 def main() -> None:
     if os.path.basename(sys.argv[0]).startswith("gpuhook-runtime"):
-        from gpuhook.shim import main as shim
+        from gpuhook.cli.shim import main as shim
 
         shim()
-    from gpuhook.cli import main as cli
+    from gpuhook.cli.admin import main as cli
 
     sys.exit(cli())
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuhook.simulate import HostSpec, build_host
+from gpuhook.testing.simulate import HostSpec, build_host
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -6,17 +6,16 @@ import os
 
 from gpuhook.configfile import config_path, read_config, remember_valid
 from gpuhook.errors import ConfigError
-from gpuhook.record import record
-from gpuhook.tuneplan import TuningPolicy
+from gpuhook.frozen import frozen
 
-TYPE_CHECKING = False  # typing costs milliseconds to import: the GPU path sits in front of a container start
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
 SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "config.schema.json")
 
 
-@record
+@frozen
 class Policy:
     """What the admin allows containers to ask for."""
 
@@ -29,7 +28,19 @@ class Policy:
     allow_tuning: bool = True  # containers may ask for clocks, power limits, perf levels, compute modes, leases
 
 
-@record
+@frozen
+class TuningPolicy:
+    """What the admin allows ([policy] allow_tuning and the [tuning] table)."""
+
+    allow: bool = True
+    clocks_mhz: tuple[int, int] | None = None
+    power_watts: tuple[int, int] | None = None
+    perf_levels: tuple[str, ...] | None = None
+    compute_modes: tuple[str, ...] | None = None
+    exclusive: bool = True
+
+
+@frozen
 class Config:
     """Settings from config.toml, with defaults."""
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 import marshal
 import os
 
+from gpuhook.atomic import write_bytes
 from gpuhook.errors import ConfigError
 
-TYPE_CHECKING = False  # typing costs milliseconds to import; only type checkers need it here
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
@@ -74,11 +75,7 @@ def remember_runtime(path: str, runtime: str, cache_dir: str | None = CACHE_DIR)
         os.makedirs(cache_dir, mode=0o700, exist_ok=True)
         if not _trusted(os.stat(cache_dir)):
             return
-        tmp = f"{target}.{os.getpid()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, target)
+        write_bytes(target, text.encode(), mode=0o600)
     except OSError:
         return
 
@@ -146,11 +143,7 @@ def _cache_put(cache_dir: str | None, key: tuple[object, ...], table: dict[str, 
         os.makedirs(cache_dir, mode=0o700, exist_ok=True)
         if not _trusted(os.stat(cache_dir)):
             return
-        target = _cache_file(cache_dir, str(key[0]))
-        tmp = f"{target}.{os.getpid()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(marshal.dumps((key, table, valid)))  # type: ignore[arg-type]  # TOML values marshal, or ValueError
-        os.replace(tmp, target)
+        data = marshal.dumps((key, table, valid))  # type: ignore[arg-type]  # TOML values marshal, or ValueError
+        write_bytes(_cache_file(cache_dir, str(key[0])), data, mode=0o600)
     except (OSError, ValueError):
         return

@@ -45,3 +45,23 @@ class EngineConfigError(GpuhookError):
 
 class ProcessError(GpuhookError):
     """A helper program gpuhook ran failed."""
+
+
+class CgroupError(GpuhookError):
+    """The container's device cgroup cannot be extended."""
+
+
+class UnsafePathError(GpuhookError):
+    """A path in the container root is not what gpuhook may touch (a symlink where a file must be, ...)."""
+
+
+class CdiError(GpuhookError):
+    """A CDI spec cannot be made as asked."""
+
+
+class TuningError(GpuhookError):
+    """A backend could not read or change a GPU setting."""
+
+
+class LedgerError(GpuhookError):
+    """The ledger is unreadable or inconsistent; an admin must look before gpuhook changes anything."""

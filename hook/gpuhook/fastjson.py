@@ -8,7 +8,7 @@ do and gives the same results. Errors (the slow path) go through `json`, for its
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # typing costs milliseconds to import; only type checkers need it here
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
@@ -35,7 +35,17 @@ def _refuse(o: object) -> object:
     raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
 
 
-_scan = _json.make_scanner(_Context()) if _json is not None else None  # type: ignore[arg-type]  # duck-typed
+def _encoder() -> Any:
+    """A fresh C encoder for compact ASCII output (its cycle markers are left behind when an encoding fails)."""
+    return _json.make_encoder({}, _refuse, _json.encode_basestring_ascii, None, ":", ",", False, False, True)
+
+
+try:  # private to CPython: where its shape changed (a TypeError, a missing name), the json package does it all
+    _scan = _json.make_scanner(_Context()) if _json is not None else None  # type: ignore[arg-type]  # duck-typed
+    if _json is not None and "".join(_encoder()({"a": [1]}, 0)) != '{"a":[1]}':
+        raise TypeError("_json.make_encoder writes something else")
+except (TypeError, AttributeError, ValueError):
+    _json, _scan = None, None  # type: ignore[assignment]
 
 
 def loads(data: bytes | str) -> Any:
@@ -61,6 +71,4 @@ def dumps(value: Any) -> str:
         import json
 
         return json.dumps(value, separators=(",", ":"))
-    # a fresh encoder each time: its cycle markers are left behind when an encoding fails
-    encode = _json.make_encoder({}, _refuse, _json.encode_basestring_ascii, None, ":", ",", False, False, True)
-    return "".join(encode(value, 0))
+    return "".join(_encoder()(value, 0))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpuhook.config import Config
 
-TYPE_CHECKING = False  # typing costs milliseconds to import: the GPU path sits in front of a container start
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 

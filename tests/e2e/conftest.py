@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from gpuhook.bundle import make_bundle, make_rootfs, oci_config
-from gpuhook.simulate import HostSpec, build_host
+from gpuhook.testing.bundle import make_bundle, make_rootfs, oci_config
+from gpuhook.testing.simulate import HostSpec, build_host
 
 HOOK_DIR = str(Path(__file__).parents[2] / "hook")
 
@@ -26,7 +26,7 @@ HOOK_DIR = str(Path(__file__).parents[2] / "hook")
 def _launchers(tmp_path_factory: pytest.TempPathFactory) -> None:
     """The shim as install.sh installs it: an isolated `python -I -S` launcher, on this checkout's source."""
     global SHIM
-    from gpuhook.launcher import write_launchers
+    from gpuhook.cli.launcher import write_launchers
 
     bindir = str(tmp_path_factory.mktemp("bin"))
     global GPUHOOK

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from gpuhook.bundle import make_bundle, oci_config
+from gpuhook.cli.launcher import write_launchers
 from gpuhook.configfile import CACHE_DIR
-from gpuhook.launcher import write_launchers
+from gpuhook.testing.bundle import make_bundle, oci_config
 
 from .conftest import HOOK_DIR
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuhook.stubs import build
+from gpuhook.testing.stub_libs import build
 
 from .conftest import Run
 
@@ -70,7 +70,7 @@ RUNC_DEV_LINKS = {"fd", "ptmx", "stderr", "stdin", "stdout"}  # runc 1.1 itself 
 
 def _runc_racy() -> bool:
     """Whether this runc has CVE-2024-45310 (racing its mount-target creation leaves empty files outside)."""
-    from gpuhook.doctor import runc_affected_by_cve_2024_45310
+    from gpuhook.cli.doctor import runc_affected_by_cve_2024_45310
 
     text = subprocess.run(["runc", "--version"], capture_output=True, text=True, check=False).stdout
     return runc_affected_by_cve_2024_45310(text.splitlines()[0] if text else "")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuhook.bundle import make_bundle, oci_config
+from gpuhook.testing.bundle import make_bundle, oci_config
 
 REPO = Path(__file__).parents[2]
 

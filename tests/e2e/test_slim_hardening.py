@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuhook.simulate import HostSpec, build_host
+from gpuhook.testing.simulate import HostSpec, build_host
 
 from . import conftest
 from .conftest import Run
@@ -129,7 +129,7 @@ def test_amd_kfd_proc_masked_and_sys_read_only(rocm_host: str, run_container: Ru
 
 
 def test_doctor_reports_containers_with_an_old_drivers_libraries(tmp_path: Path, base_rootfs: str) -> None:
-    from gpuhook.bundle import make_bundle, oci_config
+    from gpuhook.testing.bundle import make_bundle, oci_config
 
     host = build_host(str(tmp_path / "h"), HostSpec(nvidia=1, nvidia_driver="535.54.03", cuda_version=12020))
     cfg = tmp_path / "doctor.toml"

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from gpuhook.bundle import make_bundle, oci_config
-from gpuhook.simulate import HostSpec, build_host
+from gpuhook.testing.bundle import make_bundle, oci_config
+from gpuhook.testing.simulate import HostSpec, build_host
 
 from . import conftest
 

@@ -27,9 +27,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "hook"))
 
-from gpuhook.bundle import make_bundle, make_rootfs, oci_config  # noqa: E402
-from gpuhook.launcher import write_launchers  # noqa: E402
-from gpuhook.simulate import HostSpec, build_host  # noqa: E402
+from gpuhook.cli.launcher import write_launchers  # noqa: E402
+from gpuhook.testing.bundle import make_bundle, make_rootfs, oci_config  # noqa: E402
+from gpuhook.testing.simulate import HostSpec, build_host  # noqa: E402
 
 
 @dataclass

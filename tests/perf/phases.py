@@ -24,9 +24,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "hook"))
 
-from gpuhook.bundle import make_bundle, oci_config  # noqa: E402
-from gpuhook.launcher import write_launchers  # noqa: E402
-from gpuhook.simulate import HostSpec, build_host  # noqa: E402
+from gpuhook.cli.launcher import write_launchers  # noqa: E402
+from gpuhook.testing.bundle import make_bundle, oci_config  # noqa: E402
+from gpuhook.testing.simulate import HostSpec, build_host  # noqa: E402
 
 # the shim's GPU path with a clock between phases (the same calls shim.main and inject.edited_spec make)
 _PROBE = """
@@ -35,11 +35,14 @@ t = [time.perf_counter()]
 import sys
 sys.path[:0] = PATH
 from gpuhook.configfile import config_path, read_config
-from gpuhook import shim
+from gpuhook.cli import shim
 t.append(time.perf_counter())
 path, explicit = config_path()
 table, validated = read_config(path, explicit)
-from gpuhook import inject, logs, records, spec
+from gpuhook.cli import inject
+from gpuhook import logs
+from gpuhook.apply import containers
+from gpuhook.apply import spec
 from gpuhook.config import from_table
 t.append(time.perf_counter())
 with open(BUNDLE + "/config.json", "rb") as f:
@@ -49,7 +52,8 @@ t.append(time.perf_counter())
 prepared = inject.prepare(s, BUNDLE, config, logs.logger(config, "phases", "shim"))
 t.append(time.perf_counter())
 new = spec.apply_edits(s, prepared.edits, spec.rootfs(s, BUNDLE), config.ldconfig)
-records.save(config.state_dir, records.ContainerRecord("phases", prepared.drivers, "/run/runc", gpus=prepared.gpus))
+containers.save(config.state_dir,
+                containers.ContainerRecord("phases", prepared.drivers, "/run/runc", gpus=prepared.gpus))
 spec.write_atomic(BUNDLE + "/config.json.out", new)
 t.append(time.perf_counter())
 print(" ".join(str(b - a) for a, b in zip(t, t[1:])))

@@ -68,3 +68,19 @@ def test_errors_without_the_json_package_loaded() -> None:
     done = subprocess.run([sys.executable, "-I", "-S", "-c", code, hook], capture_output=True, text=True, check=False)
     want = "JSONDecodeError Expecting property name enclosed in double quotes: line 1 column 9 (char 8)"
     assert done.stdout.strip() == want, done.stderr
+
+
+@pytest.mark.parametrize("shape", ["def make_scanner(a, b): return None",
+                                   "import _json as real\nmake_scanner = real.make_scanner\n"
+                                   "def make_encoder(*a): raise TypeError('takes 10 arguments')",
+                                   "make_scanner = 1"], ids=["scanner-signature", "encoder-signature", "not-callable"])
+def test_a_changed_private_codec_falls_back_to_json(shape: str) -> None:
+    """`_json` is CPython's private API: where a release changes its shape, the json package takes over."""
+    code = ("import sys, types, _json as real; sys.path.insert(0, sys.argv[1])\n"
+            f"fake = types.ModuleType('_json'); exec({shape!r}, fake.__dict__); sys.modules['_json'] = fake\n"
+            "from gpuhook import fastjson\n"
+            "sys.modules['_json'] = real  # the json package of the same release matches its own codec\n"
+            "print(fastjson.dumps({'a': [1, 'é']}), fastjson.loads(b' {\"b\": [true, null]} '))")
+    hook = str(Path(__file__).resolve().parents[2] / "hook")
+    done = subprocess.run([sys.executable, "-I", "-S", "-c", code, hook], capture_output=True, text=True, check=False)
+    assert done.stdout.strip() == '{"a":[1,"\\u00e9"]} ' + "{'b': [True, None]}", done.stderr

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import yaml
 
-from gpuhook.engines import Wanted
 from gpuhook.engines.containerd import edit
-from gpuhook.request import parse_request
+from gpuhook.engines.registration import Wanted
+from gpuhook.request.container import parse_request
 
 K8S = Path(__file__).parents[2] / "packaging/kubernetes"
 

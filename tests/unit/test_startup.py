@@ -1,4 +1,4 @@
-"""What the shim loads before it execs the runtime: start-up cost is a feature (STYLE 12).
+"""What the hot paths load: start-up cost is a feature, its rules written once in gpuhook.startup.
 
 Every module a GPU container's start imports is paid for on every such start, so these tests pin the set:
 the standard library's heavier packages (json, re, enum, typing, ...) and gpuhook's optional ones stay out.
@@ -16,14 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from gpuhook.bundle import oci_config
+from gpuhook.startup import HEAVY
+from gpuhook.testing.bundle import oci_config
 
 from ..conftest import FakeHost
 
 PATH = [str(Path(__file__).resolve().parents[2] / "hook"), sysconfig.get_paths()["purelib"]]
-HEAVY = {"json", "re", "enum", "typing", "collections", "functools", "contextlib", "dataclasses", "copy",
-         "subprocess", "ctypes", "logging", "hashlib", "shutil", "inspect", "ast", "datetime", "tomllib",
-         "structlog", "jsonschema", "tomlkit", "pynvml", "amdsmi"}
+PACKAGE = Path(__file__).resolve().parents[2] / "hook" / "gpuhook"
 
 # the shim as its launcher starts it, but execv reports the loaded modules instead of starting the runtime
 _PROBE = """
@@ -35,7 +34,7 @@ def report(path, argv):
     os._exit(0)
 os.execv = report
 sys.argv = ["gpuhook-runtime", "create", "--bundle", {bundle!r}, "startup-test"]
-from gpuhook.shim import main
+from gpuhook.cli.shim import main
 main()
 """
 
@@ -54,7 +53,7 @@ def _loaded(host: str, tmp_path: Path, annotations: dict[str, str] | None = None
                               env={"PATH": os.environ["PATH"], "GPUHOOK_CONFIG": str(config)})
         assert done.returncode == 0, done.stderr
         runs.append(set(done.stdout.split()))
-    assert "gpuhook.shim" in runs[1]
+    assert "gpuhook.cli.shim" in runs[1]
     return runs[1]
 
 
@@ -65,7 +64,7 @@ def _heavy(modules: set[str]) -> list[str]:
 def test_pass_through_loads_no_gpu_code(fake_host: FakeHost, tmp_path: Path) -> None:
     loaded = _loaded(fake_host(nvidia=1), tmp_path)
     assert _heavy(loaded) == []
-    assert "gpuhook.inject" not in loaded
+    assert "gpuhook.cli.inject" not in loaded
 
 
 @pytest.mark.parametrize(("annotations", "env", "amd", "needed"), [
@@ -78,7 +77,7 @@ def test_pass_through_loads_no_gpu_code(fake_host: FakeHost, tmp_path: Path) -> 
 def test_gpu_path_loads_nothing_heavy(fake_host: FakeHost, tmp_path: Path, annotations: dict[str, str] | None,
                                       env: dict[str, str] | None, amd: int, needed: list[str]) -> None:
     loaded = _loaded(fake_host(nvidia=2, amd=amd), tmp_path, annotations, env)
-    assert "gpuhook.inject" in loaded  # it did take the GPU path
+    assert "gpuhook.cli.inject" in loaded  # it did take the GPU path
     assert _heavy(loaded) == needed
 
 
@@ -86,24 +85,34 @@ def test_poststop_hook_without_tuning_loads_nothing_heavy(tmp_path: Path) -> Non
     """runc runs `gpuhook hook poststop` after every hooked container stops: no argparse, no GPU path."""
     config = tmp_path / "config.toml"
     config.write_text(f'state_dir = "{tmp_path / "state"}"\n')
-    probe = (f"import sys\nsys.path[:0] = {PATH!r}\nfrom gpuhook.cli import main\ncode = main(['hook', 'poststop'])\n"
-             "print(code, ' '.join(sorted(sys.modules)))\n")
+    probe = (f"import sys\nsys.path[:0] = {PATH!r}\nfrom gpuhook.cli.admin import main\n"
+             "code = main(['hook', 'poststop'])\nprint(code, ' '.join(sorted(sys.modules)))\n")
     state = json.dumps({"ociVersion": "1.0.2", "id": "c1", "status": "stopped", "bundle": str(tmp_path)})
     runs = [subprocess.run([sys.executable, "-I", "-S", "-c", probe], input=state, capture_output=True, text=True,
                            check=False, env={"PATH": os.environ["PATH"], "GPUHOOK_CONFIG": str(config)})
             for _ in range(2)]
     code, *loaded = runs[1].stdout.split()
     assert code == "0", runs[1].stderr
-    assert "gpuhook.hook" in loaded
-    assert _heavy(set(loaded)) == [] and "argparse" not in loaded and "gpuhook.inject" not in loaded
+    assert "gpuhook.cli.hook" in loaded
+    assert _heavy(set(loaded)) == [] and "argparse" not in loaded and "gpuhook.cli.inject" not in loaded
 
 
 def test_running_a_program_loads_no_subprocess_module() -> None:
     """Hook mode and CDI's update-ldcache run ldconfig while runc waits: subprocess alone costs 12-25 ms."""
-    probe = (f"import sys\nsys.path[:0] = {PATH!r}\nfrom gpuhook import live, proc\nproc.run(['true'])\n"
-             "print(' '.join(sorted(sys.modules)))\n")
+    probe = (f"import sys\nsys.path[:0] = {PATH!r}\nfrom gpuhook import proc\nfrom gpuhook.apply import live\n"
+             "proc.run(['true'])\nprint(' '.join(sorted(sys.modules)))\n")
     done = subprocess.run([sys.executable, "-I", "-S", "-c", probe], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     loaded = set(done.stdout.split())
     assert _heavy(loaded) == ["ctypes", "ctypes._endian"]  # live's syscalls need ctypes; nothing else heavy
     assert not loaded & {"signal", "threading", "selectors"}
+
+
+def test_every_room_init_is_empty_and_the_package_holds_only_its_version() -> None:
+    """An import of any module first runs every __init__.py above it: they must cost nothing."""
+    rooms = sorted(p for p in PACKAGE.rglob("__init__.py") if p.parent != PACKAGE)
+    assert {p.parent.name for p in rooms} >= {"request", "host", "vendors", "plan", "apply", "tuning", "engines",
+                                              "cli", "testing"}
+    assert [p for p in rooms if p.read_text().strip()] == []
+    top = [line for line in (PACKAGE / "__init__.py").read_text().splitlines() if line and not line.startswith('"')]
+    assert top == ['__version__ = "0.1.0"']

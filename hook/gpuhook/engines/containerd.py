@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuhook.engines import Wanted
+from gpuhook.engines.registration import Wanted
 from gpuhook.errors import EngineConfigError
 
 CRI = {2: "io.containerd.grpc.v1.cri", 3: "io.containerd.cri.v1.runtime"}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuhook.engines import Wanted
+from gpuhook.engines.registration import Wanted
 
 
 def render(wanted: Wanted) -> str:

@@ -5,15 +5,15 @@ from __future__ import annotations
 import difflib
 import os
 
-from gpuhook.atomicfile import write_text
-from gpuhook.engines import RESTART, Wanted, render
+from gpuhook.atomic import write_text
+from gpuhook.engines.registration import RESTART, Wanted, render
 from gpuhook.errors import EngineConfigError
-from gpuhook.record import record
+from gpuhook.frozen import frozen
 
 SUFFIX = ".gpuhook-orig"  # the original bytes; SUFFIX + ".absent" when there was no file
 
 
-@record
+@frozen
 class Outcome:
     """What configure did (or would do), and what the user should do next."""
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from gpuhook.engines import Wanted
+from gpuhook.engines.registration import Wanted
 
 
 def render(wanted: Wanted) -> str:

@@ -1,21 +1,35 @@
-"""AMD and KFD-compatible DCUs: KFD topology GPUs, /dev/kfd and the /dev/dri nodes of each GPU."""
+"""AMD and KFD-compatible DCUs: KFD topology GPUs, /dev/kfd and the /dev/dri nodes of each GPU; amdsmi or
+amdgpu sysfs tuning."""
 
 from __future__ import annotations
 
 import os
 
-from gpuhook.devnodes import read_node
-from gpuhook.edits import DeviceRule, Edits
-from gpuhook.inventory import DeviceNode, Gpu, VendorInventory
-from gpuhook.root import Root
+from gpuhook.edits import DeviceNode, Edits
+from gpuhook.errors import RequestError
+from gpuhook.host.devnodes import read_node
+from gpuhook.host.inventory import Gpu, VendorInventory
+from gpuhook.request.ids import is_hex
 
-TYPE_CHECKING = False  # typing and collections cost milliseconds to import: this runs before a container starts
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from gpuhook.config import Policy
+    from gpuhook.host.root import Root
+    from gpuhook.plan.tuning import Setting
+    from gpuhook.request.tuning import Tuning
+    from gpuhook.testing.simulate import HostSpec
+    from gpuhook.tuning.backends import Backend
+
 NAME = "amd"
 LABEL = "AMD"
+ENV_KEY = "AMD_VISIBLE_DEVICES"
+NONE_MEANS_DRIVER = False
+CAPABILITIES_ENV = None
+CDI_KIND = "amd.com/gpu"
 KFD = "/dev/kfd"
+KFD_PROC = "/sys/class/kfd/kfd/proc"  # other tenants' GPU processes
 _NODES = "/sys/class/kfd/kfd/topology/nodes"
 
 
@@ -38,14 +52,94 @@ def discover(root: Root) -> VendorInventory | None:
     return VendorInventory(NAME, version, tuple(gpus), (kfd,) if kfd else (), (), notes)
 
 
+def parse_id(item: str) -> str | None:
+    """A KFD unique id (0x followed by 1-16 hex digits), as hex() writes it; None for anything else."""
+    if item[:2] in ("0x", "0X") and is_hex(item[2:], 1, 16):
+        return hex(int(item, 16))
+    return None
+
+
 def plan(inv: VendorInventory, gpus: Sequence[Gpu], capabilities: frozenset[str], host_base: str) -> Edits:
     """/dev/kfd plus each GPU's render and card node, their cgroup rules and their groups."""
-    nodes: list[DeviceNode] = [*inv.shared_nodes, *(n for g in gpus for n in g.nodes)]
-    return Edits(
-        device_nodes=tuple(nodes),
-        device_rules=tuple(DeviceRule(n.kind, n.major, n.minor) for n in nodes),
-        additional_gids=tuple(dict.fromkeys(n.gid for n in nodes if n.needs_group() and n.gid)),
-    )
+    return Edits.for_nodes([*inv.shared_nodes, *(n for g in gpus for n in g.nodes)])
+
+
+def claims(gpu: Gpu) -> tuple[DeviceNode, ...]:
+    """A spec with the GPU's render node has the GPU (card nodes may come as all of /dev/dri)."""
+    return tuple(n for n in gpu.nodes if "card" not in n.path)
+
+
+def hardening(policy: Policy) -> Edits:
+    """The KFD's process list hidden ([policy] mask_kfd_proc)."""
+    return Edits(masked_paths=(KFD_PROC,) if policy.mask_kfd_proc else ())
+
+
+def procfs_files(root: Root, gpus: Sequence[Gpu], policy: Policy) -> tuple[str, dict[str, str]] | None:
+    """AMD's driver has no procfs of its own to copy."""
+    return None
+
+
+def settings(tuning: Tuning, gpu: Gpu) -> tuple[Setting, ...]:
+    """The performance level (manual for a clock range), sclk levels and the hwmon power cap (microwatts), by
+    the GPU's PCI device directory."""
+    from gpuhook.plan.tuning import Setting
+
+    if tuning.compute_mode:
+        raise RequestError(f"gpuhook.dev/compute-mode={tuning.compute_mode!r} is an NVIDIA setting but "
+                           f"GPU {gpu.index} is AMD: use gpuhook.dev/perf-level")
+    if tuning.clocks and tuning.perf_level not in (None, "manual"):
+        raise RequestError(f"gpuhook.dev/clocks needs the manual performance level, but "
+                           f"gpuhook.dev/perf-level={tuning.perf_level!r}: drop one of them")
+    asked = []
+    if tuning.perf_level or tuning.clocks:
+        asked.append(("perf_level", tuning.perf_level or "manual"))
+    if tuning.clocks:
+        asked.append(("sclk", f"{tuning.clocks[0]}-{tuning.clocks[1]}"))
+    if tuning.power_limit:
+        asked.append(("power_cap", str(tuning.power_limit * 1_000_000)))
+    return tuple(Setting(NAME, gpu.uuid or gpu.pci, gpu.index, gpu.pci, gpu.sysfs, n, v) for n, v in asked)
+
+
+def backend(root: Root) -> Backend:
+    """amdsmi on the host's /opt/rocm/lib/libamd_smi.so where it loads, else amdgpu's sysfs files."""
+    from gpuhook.errors import TuningError
+    from gpuhook.tuning.amd import AmdSmiBackend, SysfsBackend
+
+    rocm = root.resolve("/opt/rocm")
+    if os.path.exists(os.path.join(rocm, "lib/libamd_smi.so")):
+        try:
+            return AmdSmiBackend(rocm)
+        except (TuningError, ImportError, OSError, AttributeError, KeyError):
+            pass  # an amdsmi package that does not fit the host's library: the kernel's files still work
+    return SysfsBackend(root)
+
+
+def labels(inv: VendorInventory, root: Root) -> dict[str, str]:
+    """The ROCm release of the amdgpu driver, in-tree when it has no version, the gfx targets."""
+    from gpuhook.plan import rocm
+
+    out = {}
+    release = rocm.release_of_driver(inv.driver_version) if inv.driver_version else None
+    if release:
+        out["rocm"] = release
+    if not inv.driver_version:
+        out["in-tree"] = "true"
+    targets = sorted({g.arch for g in inv.gpus if g.arch})
+    if targets:
+        out["gfx"] = "_".join(targets)
+    return out
+
+
+def checks(inv: VendorInventory) -> tuple[tuple[str, str, str], ...]:
+    """Nothing beyond the device nodes: ROCm user space is the image's (or host-rocm's)."""
+    return ()
+
+
+def simulate(root: str, spec: HostSpec, count: int) -> None:
+    """The simulator's amdgpu: KFD topology, DRM nodes, amdgpu sysfs and a stub libamd_smi."""
+    from gpuhook.testing import sim_amd
+
+    sim_amd.build(root, spec, count)
 
 
 def gfx_target(version: int) -> str:

@@ -1,22 +1,34 @@
-"""NVIDIA: procfs GPUs, /dev/nvidia* nodes, driver libraries and tools per capability."""
+"""NVIDIA: procfs GPUs, /dev/nvidia* nodes, driver libraries and tools per capability; NVML tuning."""
 
 from __future__ import annotations
 
 import os
 
-from gpuhook import ldcache
-from gpuhook.devnodes import read_node
-from gpuhook.edits import DeviceRule, Edits, Mount
-from gpuhook.inventory import DeviceNode, DriverFile, Gpu, VendorInventory
-from gpuhook.request import normalize_pci
-from gpuhook.root import Root
+from gpuhook.edits import DeviceNode, Edits, Mount, merge
+from gpuhook.errors import RequestError
+from gpuhook.host import ldcache
+from gpuhook.host.devnodes import read_node
+from gpuhook.host.inventory import DriverFile, Gpu, VendorInventory
+from gpuhook.request.ids import is_hex, normalize_pci
 
-TYPE_CHECKING = False  # typing and collections cost milliseconds to import: this runs before a container starts
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from gpuhook.config import Policy
+    from gpuhook.host.root import Root
+    from gpuhook.plan.tuning import Setting
+    from gpuhook.request.tuning import Tuning
+    from gpuhook.testing.simulate import HostSpec
+    from gpuhook.tuning.backends import Backend
+
 NAME = "nvidia"
 LABEL = "NVIDIA"
+ENV_KEY = "NVIDIA_VISIBLE_DEVICES"
+NONE_MEANS_DRIVER = True
+CAPABILITIES_ENV = "NVIDIA_DRIVER_CAPABILITIES"
+CDI_KIND = "nvidia.com/gpu"
+_UUID_GROUPS = (8, 4, 4, 4, 12)  # GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx
 
 # Driver libraries (SONAME stems) and tools per capability, after NVIDIA's own container toolkit lists.
 LIBRARIES: dict[str, tuple[str, ...]] = {
@@ -62,6 +74,14 @@ def discover(root: Root) -> VendorInventory | None:
     return VendorInventory(NAME, version, tuple(gpus), shared, _driver_files(root, version))
 
 
+def parse_id(item: str) -> str | None:
+    """A GPU UUID (GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx), lower-cased; None for anything else."""
+    if item.startswith("GPU-") and [len(g) for g in item[4:].split("-")] == list(_UUID_GROUPS) \
+            and is_hex(item[4:].replace("-", ""), 32, 32):
+        return "GPU-" + item[4:].lower()
+    return None
+
+
 def plan(inv: VendorInventory, gpus: Sequence[Gpu], capabilities: frozenset[str], host_base: str) -> Edits:
     """GPU nodes, control nodes, the capabilities' libraries and tools (read-only), linker cache dirs."""
     nodes: list[DeviceNode] = [n for g in gpus for n in g.nodes]
@@ -72,13 +92,101 @@ def plan(inv: VendorInventory, gpus: Sequence[Gpu], capabilities: frozenset[str]
     files = [f for f in inv.files if f.capability in capabilities]
     mounts = tuple(Mount(_on_host(host_base, f.source), f.target) for f in files)
     lib_dirs = tuple(dict.fromkeys(os.path.dirname(f.target) for f in files if f.kind == "lib"))
-    return Edits(
-        device_nodes=tuple(nodes),
-        device_rules=tuple(DeviceRule(n.kind, n.major, n.minor) for n in nodes),
-        mounts=mounts,
-        additional_gids=tuple(dict.fromkeys(n.gid for n in nodes if n.needs_group() and n.gid)),
-        ldcache_dirs=lib_dirs,
-    )
+    return merge([Edits.for_nodes(nodes), Edits(mounts=mounts, ldcache_dirs=lib_dirs)])
+
+
+def claims(gpu: Gpu) -> tuple[DeviceNode, ...]:
+    """A spec with the GPU's /dev/nvidiaN has the GPU."""
+    return gpu.nodes
+
+
+def hardening(policy: Policy) -> Edits:
+    """Nothing beyond the procfs copy (procfs_files)."""
+    return Edits()
+
+
+def procfs_files(root: Root, gpus: Sequence[Gpu], policy: Policy) -> tuple[str, dict[str, str]] | None:
+    """/proc/driver/nvidia for the container: params with ModifyDeviceFiles 0 (the libraries never try to
+    create device nodes), version, registry and its own GPUs' information only. Reads the host's procfs."""
+    if not policy.nvidia_procfs:
+        return None
+    files: dict[str, str] = {}
+    for name in ("params", "version", "registry"):
+        if root.exists(f"{_PROC}/{name}"):
+            files[name] = root.read_text(f"{_PROC}/{name}")
+    if "params" in files:
+        files["params"] = "".join(("ModifyDeviceFiles: 0\n" if line.startswith("ModifyDeviceFiles:") else line + "\n")
+                                  for line in files["params"].splitlines())
+    for gpu in gpus:
+        info = f"{_PROC}/gpus/{gpu.pci}/information"
+        if root.exists(info):
+            files[f"gpus/{gpu.pci}/information"] = root.read_text(info)
+    return _PROC, files
+
+
+def settings(tuning: Tuning, gpu: Gpu) -> tuple[Setting, ...]:
+    """Locked clocks, the power limit (NVML speaks milliwatts) and the compute mode, by the GPU's UUID."""
+    from gpuhook.plan.tuning import Setting
+
+    if tuning.perf_level:
+        raise RequestError(f"gpuhook.dev/perf-level={tuning.perf_level!r} is an AMD setting but GPU "
+                           f"{gpu.index} is NVIDIA: use gpuhook.dev/clocks or gpuhook.dev/power-limit")
+    asked = []
+    if tuning.clocks:
+        asked.append(("clocks", f"{tuning.clocks[0]}-{tuning.clocks[1]}"))
+    if tuning.power_limit:
+        asked.append(("power_limit", str(tuning.power_limit * 1000)))
+    if tuning.compute_mode:
+        asked.append(("compute_mode", tuning.compute_mode))
+    return tuple(Setting(NAME, gpu.uuid or gpu.pci, gpu.index, gpu.pci, gpu.uuid, n, v) for n, v in asked)
+
+
+def backend(root: Root) -> Backend:
+    """NVML, bound to the host root's own libnvidia-ml."""
+    from gpuhook.errors import GpuhookError, TuningError
+    from gpuhook.host.discover import discover
+    from gpuhook.tuning.nvidia import NvmlBackend
+
+    inv = discover(root, frozenset({NAME})).vendor(NAME)
+    lib = next((f.source for f in (inv.files if inv else ()) if os.path.basename(f.source).startswith(
+        "libnvidia-ml.so.")), None)
+    if lib is None:
+        raise TuningError(f"no libnvidia-ml under {root.base}: NVIDIA tuning needs the driver's NVML")
+    try:
+        return NvmlBackend(root.lexical(lib))
+    except GpuhookError as e:
+        raise TuningError(str(e)) from e
+
+
+def labels(inv: VendorInventory, root: Root) -> dict[str, str]:
+    """The CUDA version the driver supports (asked of the host's libcuda)."""
+    from gpuhook.errors import DiscoveryError
+    from gpuhook.host import libcuda
+
+    lib = next((f.source for f in inv.files if os.path.basename(f.source).startswith("libcuda.so.")), None)
+    if lib is None:
+        return {}
+    try:
+        return {"cuda": libcuda.driver_cuda_version(root.lexical(lib))}
+    except DiscoveryError:
+        return {}
+
+
+def checks(inv: VendorInventory) -> tuple[tuple[str, str, str], ...]:
+    """The driver libraries a CUDA container needs."""
+    libs = sorted({os.path.basename(f.source).split(".so")[0] for f in inv.files if f.kind == "lib"})
+    missing = [s for s in ("libcuda", "libnvidia-ml") if s not in libs]
+    if missing:
+        return (("fail", f"NVIDIA driver libraries missing: {', '.join(missing)}",
+                 "install the driver's user-space packages (libcuda1, libnvidia-ml1)"),)
+    return (("ok", f"{len(libs)} NVIDIA driver libraries found", ""),)
+
+
+def simulate(root: str, spec: HostSpec, count: int) -> None:
+    """The simulator's NVIDIA driver: procfs, nodes, stub libraries and tools."""
+    from gpuhook.testing import sim_nvidia
+
+    sim_nvidia.build(root, spec, count)
 
 
 def _on_host(host_base: str, path: str) -> str:

@@ -1,0 +1,230 @@
+"""gpuhook: the admin command line (simulate, list, demo, cdi, configure, labels, gc, status, doctor, version)
+and the `hook` entry runc calls. Every command reports a failure as one line on stderr and exit status 1."""
+
+from __future__ import annotations
+
+import sys
+
+from gpuhook import __version__
+from gpuhook.errors import GpuhookError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+    from typing import Any
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of `gpuhook`; maps GpuhookError, OSError and ValueError to one stderr line and exit status 1."""
+    args_in = sys.argv[1:] if argv is None else list(argv)
+    if args_in[:1] == ["hook"] and len(args_in) <= 2:  # the hot path, run around hooked containers: no argparse
+        from gpuhook.cli.hook import STAGES
+
+        if all(a in STAGES for a in args_in[1:]):
+            return _hook(args_in[1] if len(args_in) == 2 else None, [])
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        code: int = args.func(args)
+        return code
+    except (GpuhookError, OSError, ValueError) as e:
+        print(f"gpuhook: {_one_line(e)}", file=sys.stderr)
+        return 1
+
+
+def _one_line(e: BaseException) -> str:
+    """An error as one line: OSError's own text names the file, and the strerror says what went wrong."""
+    if isinstance(e, OSError) and e.filename is not None and e.strerror:
+        return f"{e.filename}: {e.strerror}"
+    return " ".join(str(e).split()) or type(e).__name__
+
+
+def _parser() -> argparse.ArgumentParser:
+    import argparse
+
+    from gpuhook.cli.hook import STAGES
+    from gpuhook.vendors.registry import names
+
+    p = argparse.ArgumentParser(prog="gpuhook", description="GPUs for containers, without privileges.")
+    sub = p.add_subparsers(metavar="COMMAND")
+    s = sub.add_parser("simulate", help="build a fake GPU host tree for testing on machines without GPUs")
+    s.add_argument("--root", required=True, help="directory to build the fake host in (new or empty)")
+    s.add_argument("--nvidia", type=int, default=0, metavar="N", help="number of NVIDIA GPUs")
+    s.add_argument("--amd", type=int, default=0, metavar="M", help="number of AMD GPUs")
+    s.add_argument("--nvidia-driver", default="550.54.15", help="NVIDIA driver version to report")
+    s.add_argument("--cuda-version", type=int, default=12040, help="CUDA version the stub libcuda reports")
+    s.add_argument("--amd-driver", default="6.7.0", help="amdgpu DKMS version; 'in-tree' for none")
+    s.set_defaults(func=_simulate)
+    ls = sub.add_parser("list", help="list the host's GPUs as gpuhook sees them")
+    ls.add_argument("--json", action="store_true", help="machine-readable output")
+    ls.add_argument("--host-root", help="override host_root from the config")
+    ls.set_defaults(func=_list)
+    d = sub.add_parser("demo", help="run a container through gpuhook-runtime (a simulated host if no GPUs)")
+    d.add_argument("--work-dir", default="/run/gpuhook/demo", help="where the demo bundle and fake host go")
+    d.set_defaults(func=_demo)
+    h = sub.add_parser("hook", help="the OCI hook (runc, Podman/CRI-O hooks.d); reads the state on stdin")
+    h.add_argument("stage", nargs="?", choices=STAGES,
+                   help="hook stage; detected from the state's status when omitted")
+    h.add_argument("--folder", action="append", default=[], help="update-ldcache: a library folder to list")
+    h.set_defaults(func=lambda a: _hook(a.stage, a.folder))
+    cdi = sub.add_parser("cdi", help="Container Device Interface specs for the host's GPUs")
+    cdi_sub = cdi.add_subparsers(metavar="ACTION")
+    gen = cdi_sub.add_parser("generate", help="write CDI specs (nvidia.com/gpu, amd.com/gpu, ...)")
+    gen.add_argument("--vendor", choices=(*names(), "all"), default="all")
+    out = gen.add_mutually_exclusive_group()
+    out.add_argument("--output", help="one file (with --vendor nvidia or amd); - for stdout")
+    out.add_argument("--output-dir", default="/etc/cdi", help="one gpuhook-<vendor> file per vendor here")
+    gen.add_argument("--format", choices=("json", "yaml"), default="json")
+    gen.add_argument("--capabilities", default="compute,utility", help="NVIDIA driver capabilities to mount")
+    gen.add_argument("--cdi-version", help="write this cdiVersion (older clients: drops what it cannot carry)")
+    gen.set_defaults(func=lambda a: _cdi().generate(a))
+    lst = cdi_sub.add_parser("list", help="the CDI devices gpuhook's specs offer")
+    lst.add_argument("--spec-dir", action="append", help="where specs are (default /etc/cdi and /var/run/cdi)")
+    lst.set_defaults(func=lambda a: _cdi().list_specs(a))
+    c = sub.add_parser("configure", help="register gpuhook with a container engine")
+    c.add_argument("engine", choices=("docker", "containerd", "crio", "podman"))
+    c.add_argument("--config-path", help="the engine's config file (default: its usual place)")
+    c.add_argument("--set-default", action="store_true", help="make gpuhook the engine's default runtime")
+    c.add_argument("--cdi", action="store_true", help="docker: also turn on features.cdi")
+    c.add_argument("--dry-run", action="store_true", help="print the change, write nothing")
+    c.add_argument("--revert", action="store_true", help="put back the file as it was before gpuhook changed it")
+    c.add_argument("--runtime-path", help="the shim to register (default: gpuhook-runtime next to this gpuhook)")
+    c.set_defaults(func=_configure)
+    lab = sub.add_parser("labels", help="write node facts as a Node Feature Discovery feature file")
+    lab.add_argument("--output", help="the feature file (default: NFD's features.d/gpuhook); - for stdout")
+    lab.set_defaults(func=_labels)
+    g = sub.add_parser("gc", help="release tuning held by containers that are gone, and restore the originals")
+    g.set_defaults(func=lambda a: _tuning().gc(a))
+    st = sub.add_parser("status", help="show the tuning ledger: GPU, setting, original, current, holders")
+    st.add_argument("--ledger", help="read this ledger file (e.g. ledger.json.prev) instead of state_dir's")
+    st.add_argument("--json", action="store_true", help="machine-readable output")
+    st.set_defaults(func=lambda a: _tuning().status(a))
+    doc = sub.add_parser("doctor", help="check the host and the GPU containers gpuhook set up (exit 0 ok, 1 warnings, "
+                         "2 failures)")
+    doc.set_defaults(func=_doctor)
+    v = sub.add_parser("version", help="print the version")
+    v.set_defaults(func=lambda _a: print(f"gpuhook {__version__}") or 0)
+    return p
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from gpuhook.testing.simulate import HostSpec, build_host
+
+    amd_driver = None if args.amd_driver == "in-tree" else args.amd_driver
+    root = build_host(args.root, HostSpec(nvidia=args.nvidia, amd=args.amd, nvidia_driver=args.nvidia_driver,
+                                          cuda_version=args.cuda_version, amd_driver=amd_driver))
+    print(f"simulated host with {args.nvidia} NVIDIA and {args.amd} AMD GPUs at {root}")
+    print(f"use it with: host_root = \"{root}\" in the gpuhook config")
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    import json
+
+    from gpuhook.config import load
+    from gpuhook.host.discover import discover
+    from gpuhook.host.root import Root
+
+    inventory = discover(Root(args.host_root or load().host_root))
+    gpus = [(v, g) for v in inventory.vendors for g in v.gpus]
+    if args.json:
+        print(json.dumps([{"vendor": g.vendor, "index": g.index, "uuid": g.uuid, "pci": g.pci, "model": g.model,
+                           "arch": g.arch, "driver": v.driver_version, "nodes": [n.path for n in g.nodes]}
+                          for v, g in gpus], indent=2))
+        return 0
+    if not gpus:
+        print(f"no GPUs found under host root {inventory.root}")
+        return 0
+    print(f"{'VENDOR':7} {'IDX':>3}  {'UUID':42} {'PCI':13} {'DRIVER':10} {'MODEL / ARCH':24} NODES")
+    for v, g in gpus:
+        model = " ".join(dict.fromkeys(x for x in (g.model, g.arch) if x))
+        nodes = " ".join(n.path for n in g.nodes)
+        print(f"{g.vendor:7} {g.index:>3}  {g.uuid:42} {g.pci:13} {v.driver_version or '':10} {model:24} {nodes}")
+    return 0
+
+
+def _configure(args: argparse.Namespace) -> int:
+    import os
+
+    from gpuhook.configfile import config_path
+    from gpuhook.engines.files import configure, revert
+    from gpuhook.engines.registration import DEFAULT_PATHS, Wanted
+
+    path = args.config_path or DEFAULT_PATHS[args.engine]
+    here = os.path.dirname(os.path.abspath(sys.argv[0]))
+    if args.revert:
+        outcome = revert(args.engine, path, args.dry_run)
+    else:
+        wanted = Wanted(os.path.abspath(args.runtime_path or os.path.join(here, "gpuhook-runtime")),
+                        os.path.join(here, "gpuhook"), config_path()[0], args.set_default, args.cdi)
+        outcome = configure(args.engine, path, wanted, args.dry_run)
+    if outcome.diff:
+        print(outcome.diff, end="")
+    print(("changed " + outcome.path + ": " if outcome.changed else "") + outcome.next_step)
+    return 0
+
+
+def _write(path: str, text: str) -> None:
+    """Write an output file the admin named; GpuhookError naming it when that fails."""
+    from gpuhook.atomic import write_text
+
+    try:
+        write_text(path, text, make_dirs=True)
+    except OSError as e:
+        raise GpuhookError(f"cannot write {path}: {e.strerror or e}") from e
+
+
+def _labels(args: argparse.Namespace) -> int:
+    from gpuhook.config import load
+    from gpuhook.host.discover import discover
+    from gpuhook.host.labels import DEFAULT_PATH, labels, render
+    from gpuhook.host.root import Root
+
+    root = Root(load().host_root)
+    text = render(labels(discover(root), root))
+    if args.output == "-":
+        sys.stdout.write(text)
+        return 0
+    path = args.output or DEFAULT_PATH
+    _write(path, text)
+    print(f"wrote {path} ({text.count(chr(10))} labels)")
+    return 0
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from gpuhook.cli.doctor import run_checks
+    from gpuhook.config import load
+
+    findings = run_checks(load())
+    for f in findings:
+        print(f"{f.level:5} {f.what}" + (f"\n      fix: {f.fix}" if f.fix else ""))
+    levels = {f.level for f in findings}
+    return 2 if "fail" in levels else 1 if "warn" in levels else 0  # as monitoring checks report
+
+
+def _hook(stage: str | None, folders: list[str]) -> int:
+    from gpuhook.cli.hook import main as hook_main
+
+    return hook_main(stage, folders)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from gpuhook.cli.demo import run_demo
+
+    return run_demo(args.work_dir)
+
+
+def _tuning() -> Any:
+    from gpuhook.cli import tuning_commands
+
+    return tuning_commands
+
+
+def _cdi() -> Any:
+    from gpuhook.cli import cdi_commands
+
+    return cdi_commands

@@ -1,0 +1,84 @@
+"""`gpuhook cdi generate` and `gpuhook cdi list`."""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import sys
+
+from gpuhook.apply.cdi import build, to_yaml
+from gpuhook.atomic import write_text
+from gpuhook.config import load
+from gpuhook.configfile import config_path
+from gpuhook.errors import CdiError
+from gpuhook.host.discover import discover
+from gpuhook.host.root import Root
+from gpuhook.request.container import CAPABILITIES
+from gpuhook.vendors.registry import all_vendors
+
+
+def generate(args: argparse.Namespace) -> int:
+    """`gpuhook cdi generate`: one spec per vendor, or the one asked. Writes files."""
+    config = load()
+    caps = frozenset(CAPABILITIES) if args.capabilities == "all" else frozenset(args.capabilities.split(","))
+    inventory = discover(Root(config.host_root))
+    wanted = [v for v in all_vendors() if args.vendor in ("all", v.NAME) and inventory.vendor(v.NAME)]
+    if not wanted:
+        raise CdiError(f"no {'GPU' if args.vendor == 'all' else args.vendor} driver under {config.host_root}")
+    if args.output and len(wanted) > 1:
+        raise CdiError("--output writes one spec: add --vendor nvidia or --vendor amd (or use --output-dir)")
+    gpuhook_bin = os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), "gpuhook")
+    for vendor in wanted:
+        spec, warnings = build(vendor, inventory.vendor(vendor.NAME), inventory.root, caps, gpuhook_bin,  # type: ignore[arg-type]
+                               config_path()[0], args.cdi_version)
+        for w in warnings:
+            print(f"gpuhook cdi: warning: {w}", file=sys.stderr)
+        text = to_yaml(spec) + "\n" if args.format == "yaml" else json.dumps(spec, indent=2) + "\n"
+        if args.output == "-":
+            sys.stdout.write(text)
+            continue
+        path = args.output or os.path.join(args.output_dir, f"gpuhook-{vendor.NAME}.{args.format}")
+        try:
+            write_text(path, text, make_dirs=True)
+        except OSError as e:
+            raise CdiError(f"cannot write {path}: {e.strerror or e}") from e
+        print(f"wrote {path}: {spec['kind']} with {len(spec['devices'])} devices (cdiVersion {spec['cdiVersion']})")
+    return 0
+
+
+def list_specs(args: argparse.Namespace) -> int:
+    """`gpuhook cdi list`: the devices of gpuhook's specs; 1 when a spec is malformed (named on stderr)."""
+    found, broken = 0, 0
+    for directory in args.spec_dir or ["/etc/cdi", "/var/run/cdi"]:
+        for path in sorted(glob.glob(os.path.join(directory, "gpuhook-*.json"))):
+            try:
+                devices = _devices(path)
+            except (OSError, ValueError) as e:
+                print(f"gpuhook cdi list: {path}: {e}: regenerate it with `gpuhook cdi generate`", file=sys.stderr)
+                broken += 1
+                continue
+            for name in devices:
+                print(name)
+                found += 1
+        for path in sorted(glob.glob(os.path.join(directory, "gpuhook-*.yaml"))):
+            print(f"{path}: (YAML spec; generate JSON to list its devices here)")
+    if not found and not broken:
+        print("no gpuhook CDI specs found: run `gpuhook cdi generate`")
+    return 1 if broken else 0
+
+
+def _devices(path: str) -> list[str]:
+    """The qualified device names (kind=name) of a CDI JSON spec; ValueError saying what is malformed."""
+    with open(path) as f:
+        try:
+            spec = json.load(f)
+        except ValueError as e:
+            raise ValueError(f"not valid JSON ({e})") from e
+    if not isinstance(spec, dict) or not isinstance(spec.get("kind"), str) or not isinstance(spec.get("devices"), list):
+        raise ValueError("not a CDI spec (no kind, or no devices list)")
+    names = [d.get("name") for d in spec["devices"] if isinstance(d, dict)]
+    if len(names) != len(spec["devices"]) or not all(isinstance(n, str) for n in names):
+        raise ValueError("a device without a name")
+    return [f"{spec['kind']}={n}" for n in names]

@@ -1,0 +1,131 @@
+"""`gpuhook doctor`: what an admin should know about this host, each finding with its fix."""
+
+from __future__ import annotations
+
+import os
+
+from gpuhook.apply.containers import live_records
+from gpuhook.config import Config
+from gpuhook.errors import GpuhookError
+from gpuhook.frozen import frozen
+from gpuhook.host.discover import discover
+from gpuhook.host.inventory import VendorInventory
+from gpuhook.host.root import Root
+from gpuhook.vendors.registry import get
+
+
+@frozen
+class Finding:
+    """One check's result: level ok, warn or fail."""
+
+    level: str
+    what: str
+    fix: str = ""
+
+
+def run_checks(config: Config) -> list[Finding]:
+    """Every check, in order. Reads the host and state_dir; drops records of containers that are gone."""
+    out = [Finding("ok", f"config {config.path} is valid")]
+    try:
+        inventory = discover(Root(config.host_root))
+    except GpuhookError as e:
+        return [*out, Finding("fail", str(e), "set host_root to the host's root (usually /)")]
+    loaded = {v.vendor: v.driver_version or "" for v in inventory.vendors}
+    for inv in inventory.vendors:
+        version = inv.driver_version or "(in-kernel)"
+        out.append(Finding("ok", f"{inv.vendor} driver {version} with {len(inv.gpus)} GPUs"))
+        out += _nodes(inv)
+        out += [Finding(*check) for check in get(inv.vendor).checks(inv)]
+    if not loaded:
+        out.append(Finding("warn", f"no GPU driver found under host root {config.host_root}",
+                           "load the nvidia or amdgpu kernel module"))
+    out.append(_state_dir(config.state_dir))
+    out += _runtime(config.runtime)
+    out += _engines()
+    out += stale_containers(config.state_dir, loaded)
+    return out
+
+
+def _nodes(inv: VendorInventory) -> list[Finding]:
+    missing = [p for g in inv.gpus for p in g.missing] + list(inv.notes)
+    if missing:
+        return [Finding("fail", f"{inv.vendor} device nodes missing: {', '.join(missing)}",
+                        "create them (nvidia-modprobe, or udev for amdgpu/kfd)")]
+    groups = sorted({n.gid for g in inv.gpus for n in g.nodes} | {n.gid for n in inv.shared_nodes})
+    return [Finding("ok", f"{inv.vendor} device nodes present (groups {', '.join(map(str, groups))})")]
+
+
+def runc_affected_by_cve_2024_45310(version_text: str) -> bool:
+    """runc before 1.1.14 (and 1.2.0-rc1/rc2) can be raced into creating empty files or directories outside
+    the container while it makes bind-mount targets: a rootfs that swaps a directory for a symlink meanwhile."""
+    words = version_text.split()
+    if len(words) < 3 or words[0] != "runc" or words[1] != "version":
+        return False
+    base = words[2].split("+")[0].split("~")[0]
+    nums = [int(p) for p in base.split("-")[0].split(".") if p.isdigit()]
+    if len(nums) < 3:
+        return False
+    if tuple(nums[:2]) == (1, 2) and "-rc" in base:
+        return base.split("-rc")[1].lstrip(".")[:1] in ("1", "2")
+    return tuple(nums[:3]) < (1, 1, 14)
+
+
+def _runtime(runtime: str) -> list[Finding]:
+    from gpuhook.cli.shim import find_runtime
+    from gpuhook.errors import GpuhookError as Error
+    from gpuhook.proc import run
+
+    try:
+        path = find_runtime(runtime)
+        text = run([path, "--version"], timeout=10).splitlines()[0]
+    except (Error, IndexError) as e:
+        return [Finding("fail", f"runtime {runtime!r}: {e}", "install runc or set `runtime` in the gpuhook config")]
+    if runc_affected_by_cve_2024_45310(text):
+        return [Finding("warn", f"{path}: {text} is affected by CVE-2024-45310 (a rootfs racing runc while it "
+                        "creates mount targets can make it create empty files or directories outside the container)",
+                        "upgrade runc to 1.1.14 or later")]
+    return [Finding("ok", f"runtime {path}: {text}")]
+
+
+def _state_dir(state_dir: str) -> Finding:
+    try:
+        os.makedirs(state_dir, mode=0o700, exist_ok=True)
+        probe = os.path.join(state_dir, f".doctor-{os.getpid()}")
+        with open(probe, "w") as f:
+            f.write("ok")
+        os.unlink(probe)
+    except OSError as e:
+        return Finding("fail", f"state_dir {state_dir} is not writable: {e.strerror}",
+                       "point state_dir at a root-owned writable directory (default /run/gpuhook)")
+    return Finding("ok", f"state_dir {state_dir} is writable")
+
+
+def _engines() -> list[Finding]:
+    """Which engines have gpuhook registered, where their config is in the usual place."""
+    from gpuhook.engines.registration import DEFAULT_PATHS
+
+    out = []
+    for engine, path in DEFAULT_PATHS.items():
+        try:
+            with open(path) as f:
+                text = f.read()
+        except OSError:
+            continue
+        registered = "gpuhook" in text
+        out.append(Finding("ok" if registered else "warn",
+                           f"{engine}: gpuhook {'registered' if registered else 'not registered'} in {path}",
+                           "" if registered else f"gpuhook configure {engine}"))
+    return out
+
+
+def stale_containers(state_dir: str, loaded: dict[str, str]) -> list[Finding]:
+    """Running containers that got driver user space older or other than the loaded kernel module's."""
+    found = []
+    for rec in live_records(state_dir):
+        for vendor, version in rec.drivers:
+            now = loaded.get(vendor)
+            if version and now and version != now:
+                found.append(Finding("warn", f"container {rec.id} runs with {vendor} driver libraries {version} "
+                                     f"but the loaded kernel module is {now}",
+                                     f"restart container {rec.id} so that it gets the {now} libraries"))
+    return found or [Finding("ok", "no running GPU container carries an old driver's libraries")]

@@ -1,0 +1,139 @@
+"""`gpuhook hook [prestart|createRuntime|poststop|update-ldcache]`: the OCI hook. Reads the state on stdin.
+
+prestart/createRuntime compute the same edits as the shim, apply what the spec does not already carry, live,
+inside the container, then take the container's leases and apply its tuning; poststop releases them and
+restores, and never fails the container's removal; update-ldcache is CDI's linker-cache hook. Every stage
+reports a failure as one line on stderr (runc shows it, and puts it in its log) and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from gpuhook import fastjson, logs
+from gpuhook.apply import containers
+from gpuhook.config import Config, load
+from gpuhook.errors import GpuhookError, SpecError
+from gpuhook.host.processes import start_time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from gpuhook.plan.prepare import Prepared
+
+STAGES = ("prestart", "createRuntime", "poststop", "update-ldcache")
+
+
+def main(stage: str | None, folders: list[str] | None = None) -> int:
+    """Run one hook stage (detected from the state's status when not given); 0 on success."""
+    try:
+        state = fastjson.loads(sys.stdin.buffer.read())
+        if not isinstance(state, dict):
+            raise ValueError("not a JSON object")
+    except ValueError as e:
+        print(f"gpuhook hook: the OCI state on stdin is not JSON ({e})", file=sys.stderr)
+        return 1
+    stage = stage or ("poststop" if state.get("status") == "stopped" else "prestart")
+    if stage == "poststop":
+        return _poststop(state)
+    name = "gpuhook hook update-ldcache" if stage == "update-ldcache" else "gpuhook hook"
+    try:
+        if stage == "update-ldcache":
+            _update_ldcache(state, folders or [])
+        else:
+            _prestart(state)
+    except (GpuhookError, OSError, ValueError) as e:
+        print(f"{name}: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _prestart(state: dict[str, object]) -> None:
+    from gpuhook.apply import live
+    from gpuhook.apply.spec import read_spec, rootfs
+    from gpuhook.cli.inject import prepare
+
+    bundle = str(state.get("bundle") or "")
+    pid = state.get("pid")
+    if not bundle or not isinstance(pid, int):
+        raise SpecError("the OCI state on stdin lacks the bundle or the container's pid")
+    spec = read_spec(bundle)
+    config = load()
+    log = logs.logger(config, str(state.get("id", "")), "hook")
+    prepared = prepare(spec, bundle, config, log)
+    if prepared is None:
+        return
+    warnings = list(prepared.warnings)
+    todo = prepared.edits.lacking(spec)
+    if todo.env:
+        warnings.append("a hook cannot change the container's environment (" + ", ".join(
+            e.split("=", 1)[0] for e in prepared.edits.env) + "): ROCm is mounted at /opt/rocm, where it is "
+                        "found by default; use gpuhook-runtime to have these set")
+    for w in warnings:
+        print(f"gpuhook hook: warning: {w}", file=sys.stderr)  # runc shows a hook's stderr only on failure
+        log.warning("hook", detail=w)
+    user = (spec.get("process") or {}).get("user") or {}
+    gids = {int(user.get("gid", 0)), *(int(g) for g in user.get("additionalGids") or [])}
+    live.apply(todo, pid, rootfs(spec, bundle), config.host_root, config.ldconfig, int(user.get("uid", 0)), gids)
+    cid = str(state.get("id", ""))
+    containers.save(config.state_dir, containers.ContainerRecord(cid, prepared.drivers, "", pid, start_time(pid),
+                                                                 prepared.gpus))
+    log.info("applied live", devices=[n.path for n in todo.device_nodes], mounts=len(todo.mounts),
+             rules=len(todo.device_rules))
+    if prepared.settings or prepared.exclusive:
+        _tune(config, cid, pid, prepared, log)
+
+
+def _tune(config: Config, cid: str, pid: int, prepared: Prepared, log: Any) -> None:
+    """Leases and settings for this container, all or nothing (session.acquire rolls back on failure)."""
+    from gpuhook.host.root import Root
+    from gpuhook.tuning import session
+    from gpuhook.tuning.backends import BackendSet
+
+    def users(gpu: str) -> list[str]:
+        return [r.id for r in containers.live_records(config.state_dir) if gpu in r.gpus]
+
+    with BackendSet(Root(config.host_root)) as backends:  # a vendor's backend is made only if needed
+        session.acquire(config.state_dir, session.Holder(cid, pid, start_time(pid)), prepared.settings,
+                        prepared.exclusive, backends, users)
+    log.info("tuned", settings=[f"{s.gpu}:{s.name}={s.value}" for s in prepared.settings],
+             exclusive=list(prepared.exclusive))
+
+
+def _update_ldcache(state: dict[str, object], folders: list[str]) -> None:
+    """CDI's createContainer hook: the host's ldconfig, chrooted into the container root, lists `folders`."""
+    from gpuhook.apply.spec import read_spec, rootfs
+    from gpuhook.proc import run
+
+    bundle = str(state.get("bundle") or "")
+    spec = read_spec(bundle)
+    run([load().ldconfig, "-r", rootfs(spec, bundle), *folders], timeout=30)
+
+
+def _poststop(state: dict[str, object]) -> int:
+    """Releases the container's tuning and leases. Never fails: a container's removal must not depend on
+    gpuhook; what cannot be restored now stays in the ledger for `gpuhook gc`."""
+    cid = str(state.get("id", ""))
+    try:
+        config = load()
+        log = logs.logger(config, cid, "hook")
+        problems = _untune(config, cid)
+        for p in problems:
+            log.error("restore failed", detail=p)
+        log.info("poststop", problems=len(problems))
+    except (GpuhookError, OSError, ValueError) as e:
+        print(f"gpuhook hook: poststop: {e} (left for gpuhook gc)", file=sys.stderr)
+    return 0
+
+
+def _untune(config: Config, cid: str) -> list[str]:
+    if not os.path.exists(os.path.join(config.state_dir, "ledger.json")):
+        return []
+    from gpuhook.host.root import Root
+    from gpuhook.tuning import session
+    from gpuhook.tuning.backends import BackendSet
+
+    with BackendSet(Root(config.host_root)) as backends:  # a vendor's backend is made only if needed
+        return session.release(config.state_dir, cid, backends)

@@ -1,0 +1,102 @@
+"""The GPU path, as the shim and the hook run it: gather the facts, decide, write. Loaded only when a
+request may exist.
+
+    request (pure parse) -> discovery -> survey (pure: which facts) -> gather (I/O) -> decide (pure)
+    -> writers: procfs copies, then config.json (shim) or the live container (hook), and the record
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from gpuhook import logs
+from gpuhook.apply import containers
+from gpuhook.config import Config, from_table
+from gpuhook.edits import Edits, merge
+from gpuhook.frozen import replace
+from gpuhook.host.discover import discover
+from gpuhook.host.facts import gather
+from gpuhook.host.root import Root
+from gpuhook.plan.prepare import Prepared, asks, decide, survey, vendors_to_discover
+from gpuhook.plan.tuning import check_policy
+from gpuhook.request.container import env_map, parse_request
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from gpuhook.apply.spec import Spec
+
+
+def prepare(spec: Spec, bundle: str, config: Config, log: Any, gpuhook_bin: str = "/usr/local/bin/gpuhook"
+            ) -> Prepared | None:
+    """What the container asked for, checked against the host and the image, as Edits; None when it asks for
+    nothing. Reads the host and the image's files, writes procfs copies under state_dir; RequestError,
+    PlanError or PolicyError when it cannot start."""
+    from gpuhook.apply.spec import rootfs
+
+    env = env_map((spec.get("process") or {}).get("env") or [])
+    request = parse_request(spec.get("annotations") or {}, env, config.policy.accept_env_requests)
+    if not asks(request):
+        log.debug("no gpu request")
+        return None
+    check_policy(request.tuning, config.tuning)  # before the host is read, as it needs nothing of it
+    root = Root(config.host_root)
+    scoped = vendors_to_discover(request)
+    inventory = discover(root, scoped)
+    if scoped and any(inventory.vendor(v) is None for v in scoped):  # the error will say what the host has
+        inventory = discover(root)
+    needs = survey(request, inventory, spec, config)
+    facts = gather(needs, root, inventory.vendors, rootfs(spec, bundle), config, _live_leases(config.state_dir))
+    prepared = decide(request, inventory, facts, spec, config, gpuhook_bin)
+    if prepared.procfs:
+        from gpuhook.apply import procfs_copy
+
+        overlays = tuple(procfs_copy.write(config.state_dir, c) for c in prepared.procfs)
+        prepared = replace(prepared, edits=merge([prepared.edits, Edits(proc_overlays=overlays)]), procfs=())
+    for w in prepared.warnings:
+        log.warning("compatibility", detail=w)
+    edits = prepared.edits
+    log.info("injecting", gpus=[s.raw for s in request.selections], sources=[s.source for s in request.selections],
+             capabilities=sorted(request.capabilities), devices=[n.path for n in edits.device_nodes],
+             mounts=len(edits.mounts), gids=list(edits.additional_gids),
+             host_rocm=prepared.host_rocm)
+    return prepared
+
+
+def _live_leases(state_dir: str) -> tuple[tuple[str, str], ...]:
+    """(GPU, container) for each exclusive lease a live container holds; () without a ledger (then not even
+    the ledger module is loaded). A corrupt ledger is reported by the prestart hook, where it matters."""
+    if not os.path.exists(os.path.join(state_dir, "ledger.json")):
+        return ()
+    from gpuhook.errors import LedgerError
+    from gpuhook.host.processes import holder_alive
+    from gpuhook.tuning import ledger
+
+    try:
+        leases = ledger.load(os.path.join(state_dir, ledger.NAME))["leases"]
+    except LedgerError:
+        return ()
+    return tuple((gpu, str(h["id"])) for gpu, h in leases.items() if h and holder_alive(h))
+
+
+def edited_spec(spec: Spec, bundle: str, container_id: str, table: dict[str, Any], config_path: str,
+                validated: bool = False, runtime_root: str = "/run/runc") -> tuple[Spec | None, tuple[str, ...]]:
+    """The spec with the container's GPUs added (None when it asks for nothing) and warnings for the user.
+    Records the container under state_dir (for doctor's stale-driver report)."""
+    from gpuhook.apply.spec import apply_edits, rootfs
+    from gpuhook.errors import ConfigError
+
+    config = from_table(table, config_path, validated)
+    gpuhook_bin = os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), "gpuhook")
+    prepared = prepare(spec, bundle, config, logs.logger(config, container_id, "shim"), gpuhook_bin)
+    if prepared is None:
+        return None, ()
+    if (prepared.settings or prepared.exclusive) and not os.access(gpuhook_bin, os.X_OK):
+        raise ConfigError(f"tuning needs the gpuhook hook next to gpuhook-runtime, but {gpuhook_bin} is missing: "
+                          "reinstall gpuhook (./install.sh)")
+    new = apply_edits(spec, prepared.edits, rootfs(spec, bundle), config.ldconfig)
+    containers.save(config.state_dir, containers.ContainerRecord(container_id, prepared.drivers, runtime_root,
+                                                                 gpus=prepared.gpus))
+    return new, prepared.warnings

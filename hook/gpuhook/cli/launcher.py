@@ -1,0 +1,72 @@
+"""Write fast, isolated launchers for gpuhook's entry points: `python -I -S` plus an explicit sys.path.
+
+pip's console-script wrappers start Python with site processing and import `re`; in front of every
+container that is a third of the shim's cost. `-I` also keeps PYTHON* variables away from a root process.
+Usage: python -m gpuhook.cli.launcher DEST_DIR [SYS_PATH_ENTRY ...]  (default: where gpuhook is installed).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from gpuhook.atomic import write_text
+
+ENTRIES = {"gpuhook": "gpuhook.cli.admin", "gpuhook-runtime": "gpuhook.cli.shim",
+           "gpuhook-runtime-py": "gpuhook.cli.shim"}
+
+
+def write_launchers(dest: str, python: str, path_entries: list[str]) -> dict[str, str]:
+    """Write one launcher per entry point into `dest` (atomically); return name -> path. Writes files."""
+    written = {}
+    for name, module in ENTRIES.items():
+        target = os.path.join(dest, name)
+        if os.path.islink(target):
+            os.unlink(target)  # an earlier install's link: the atomic writer replaces files, never links
+        write_text(target, f"#!{python} -IS\nimport sys\nsys.path[:0] = {path_entries!r}\n"
+                           f"from {module} import main\nsys.exit(main())\n", mode=0o755)
+        os.chmod(target, 0o755)
+        written[name] = target
+    native = build_front_end(dest)
+    if native:
+        written["gpuhook-runtime"] = native
+    return written
+
+
+def build_front_end(dest: str) -> str | None:
+    """Compile the native pass-through front end into dest/gpuhook-runtime (the Python shim stays as
+    gpuhook-runtime-py beside it); None, leaving the Python launcher in place, without a C compiler."""
+    import shutil
+    import subprocess
+
+    from gpuhook.configfile import CACHE_DIR
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        return None
+    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "native", "runtime.c")
+    target = os.path.join(dest, "gpuhook-runtime")
+    tmp = f"{target}.tmp{os.getpid()}"
+    done = subprocess.run([cc, "-O2", "-o", tmp, source, f'-DCACHE_DIR="{CACHE_DIR}"'], capture_output=True,
+                          text=True, check=False, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
+    if done.returncode != 0:
+        print(f"gpuhook: the native front end did not build ({done.stderr.strip()}); using Python", file=sys.stderr)
+        return None
+    os.replace(tmp, target)
+    return target
+
+
+def main() -> int:
+    """`python -m gpuhook.cli.launcher DEST_DIR [SYS_PATH_ENTRY ...]`."""
+    if len(sys.argv) < 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    entries = sys.argv[2:] or [here]
+    for path in write_launchers(sys.argv[1], sys.executable, entries).values():
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+/* gpuhook-runtime's front end: the pass-through path, without starting Python.
+ *
+ * On `create`/`run` it reads <bundle>/config.json; if the bytes hold no GPU request marker
+ * (gpuhook.dev/, or _VISIBLE_DEVICES: every vendor's env key ends so) it execs the runtime with every argument
+ * unchanged. Every other case, and any doubt, goes to the Python shim (gpuhook-runtime-py beside this
+ * binary), which does the real work. The runtime's path comes from a "fast" file the Python shim writes
+ * beside its config cache: the resolved runtime, keyed by the config file's identity and times. It is
+ * believed only when root owns it (and its directory) and nobody else can write it, never through a
+ * symlink; the TOML is never parsed here.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifndef CACHE_DIR
+#define CACHE_DIR "/run/gpuhook/config-cache"
+#endif
+#define DEFAULT_CONFIG "/etc/gpuhook/config.toml"
+#define MAX_SPEC (16 << 20)
+
+static char **args;
+
+static void to_python(void) {
+    char self[PATH_MAX], py[PATH_MAX + 16];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) { perror("gpuhook-runtime: /proc/self/exe"); exit(1); }
+    self[n] = 0;
+    char *slash = strrchr(self, '/');
+    *slash = 0;
+    snprintf(py, sizeof py, "%s/gpuhook-runtime-py", self);
+    args[0] = py;
+    execv(py, args);
+    fprintf(stderr, "gpuhook-runtime: cannot run %s: %s\n", py, strerror(errno));
+    exit(1);
+}
+
+static int trusted(const struct stat *st) { return st->st_uid == geteuid() && !(st->st_mode & 022); }
+
+static int has(const char *buf, size_t len, const char *needle) { return memmem(buf, len, needle, strlen(needle)) != NULL; }
+
+int main(int argc, char **argv) {
+    args = argv;
+    /* the runc command line: global flags, the command, its flags (bundle), the container id */
+    const char *command = NULL, *bundle = ".";
+    static const char *global_values[] = {"--root", "--log", "--log-format", "--criu", "--rootless", NULL};
+    static const char *cmd_values[] = {"--bundle", "-b", "--console-socket", "--pid-file", "--preserve-fds", NULL};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char **values = command ? cmd_values : global_values;
+        int takes = 0;
+        for (int j = 0; values[j]; j++) {
+            size_t l = strlen(values[j]);
+            if (strncmp(a, values[j], l) == 0 && (a[l] == 0 || a[l] == '=')) {
+                takes = 1;
+                const char *v = a[l] == '=' ? a + l + 1 : (i + 1 < argc ? argv[i + 1] : "");
+                if (command && (strcmp(values[j], "--bundle") == 0 || strcmp(values[j], "-b") == 0)) bundle = v;
+                if (a[l] == 0) i++;
+                break;
+            }
+        }
+        if (!takes && a[0] != '-' && !command) command = a;
+    }
+    /* the runtime, from the fast file the Python shim keeps */
+    const char *config = getenv("GPUHOOK_CONFIG");
+    int named = config && *config;
+    if (!named) config = DEFAULT_CONFIG;
+    char key[256];
+    struct stat cst;
+    if (stat(config, &cst) == 0)
+        snprintf(key, sizeof key, "key %llu %llu %lld %lld%09ld %lld%09ld", (unsigned long long)cst.st_dev,
+                 (unsigned long long)cst.st_ino, (long long)cst.st_size, (long long)cst.st_mtim.tv_sec,
+                 cst.st_mtim.tv_nsec, (long long)cst.st_ctim.tv_sec, cst.st_ctim.tv_nsec);
+    else if (errno == ENOENT && !named)
+        snprintf(key, sizeof key, "key absent");
+    else
+        to_python(); /* a config that must exist and does not: the Python shim says so */
+    char fast[PATH_MAX * 3 + 64];
+    int w = snprintf(fast, sizeof fast, "%s/", CACHE_DIR);
+    for (const char *p = config; *p && w < (int)sizeof fast - 8; p++)
+        w += *p == '/' ? snprintf(fast + w, sizeof fast - w, "%%2F")
+           : *p == '%' ? snprintf(fast + w, sizeof fast - w, "%%25") : snprintf(fast + w, sizeof fast - w, "%c", *p);
+    snprintf(fast + w, sizeof fast - w, ".fast");
+    struct stat dst, fst;
+    if (stat(CACHE_DIR, &dst) != 0 || !trusted(&dst)) to_python();
+    int fd = open(fast, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &fst) != 0 || !trusted(&fst)) to_python();
+    char text[PATH_MAX + 512];
+    ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    if (n <= 0) to_python();
+    text[n] = 0;
+    char *line2 = strchr(text, '\n');
+    if (!line2 || (size_t)(line2 - text) != strlen(key) || strncmp(text, key, strlen(key)) != 0) to_python();
+    char *runtime = line2 + 1;
+    if (strncmp(runtime, "runtime /", 9) != 0) to_python();
+    runtime += 8;
+    char *end = strchr(runtime, '\n');
+    if (!end) to_python();
+    *end = 0;
+    /* create/run: a GPU request anywhere in config.json goes to Python */
+    if (!command) to_python(); /* --version, --help: let the Python shim pass them on */
+    if (strcmp(command, "create") == 0 || strcmp(command, "run") == 0) {
+        char spec_path[PATH_MAX];
+        snprintf(spec_path, sizeof spec_path, "%s/config.json", bundle);
+        int sfd = open(spec_path, O_RDONLY | O_CLOEXEC);
+        if (sfd < 0) to_python();
+        struct stat sst;
+        if (fstat(sfd, &sst) != 0 || sst.st_size > MAX_SPEC) to_python();
+        char *buf = malloc((size_t)sst.st_size + 1);
+        ssize_t got = 0, r;
+        while (buf && got < sst.st_size && (r = read(sfd, buf + got, (size_t)(sst.st_size - got))) > 0) got += r;
+        close(sfd);
+        if (!buf || got != sst.st_size) to_python();
+        /* every vendor's env key ends in _VISIBLE_DEVICES (gpuhook/vendors/registry.py): Python knows which */
+        if (has(buf, (size_t)got, "gpuhook.dev/") || has(buf, (size_t)got, "_VISIBLE_DEVICES"))
+            to_python();
+        free(buf);
+    }
+    argv[0] = runtime;
+    execv(runtime, argv);
+    to_python(); /* the runtime moved: the Python shim finds it again, or says it is missing */
+    return 1;
+}

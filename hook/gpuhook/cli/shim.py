@@ -1,0 +1,143 @@
+"""gpuhook-runtime: a runc-compatible shim. Edits config.json on create/run when GPUs are asked for,
+then execs the real runtime with every argument unchanged.
+
+The pass-through path sits in front of every container on a host (gpuhook.startup): it imports only os, sys
+and the tiny config reader (its table cached), looks for request markers in config.json's bytes, and execs
+the runtime untouched; runc validates its own config. Nothing heavier loads unless a marker is there:
+`gpuhook.dev/` or `_VISIBLE_DEVICES`, the suffix of every vendor's env key (then the vendors' own keys
+decide).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from gpuhook.configfile import config_path, read_config, remember_runtime
+from gpuhook.errors import GpuhookError, RuntimeNotFoundError, SpecError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NoReturn
+
+_GLOBAL_VALUE_FLAGS = {"--root", "--log", "--log-format", "--criu", "--rootless"}
+_CMD_VALUE_FLAGS = {"--bundle", "-b", "--console-socket", "--pid-file", "--preserve-fds"}
+_DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_MARKERS = (b"gpuhook.dev/", b"_VISIBLE_DEVICES")  # see gpuhook.vendors.registry
+
+
+class RuncArgs:
+    """What the shim needs from a runc command line: the command, bundle, container id, log options."""
+
+    __slots__ = ("bundle", "command", "container_id", "log", "log_format", "root")
+
+    def __init__(self, argv: list[str]) -> None:
+        self.command: str | None = None
+        self.bundle = "."
+        self.container_id = ""
+        self.log: str | None = None
+        self.log_format = "text"
+        self.root = "/run/runc"  # runc's default state directory
+        i = 0
+        while i < len(argv):
+            arg = argv[i]
+            name, eq, value = arg.partition("=")
+            if self.command is None:
+                if name in _GLOBAL_VALUE_FLAGS:
+                    if not eq:
+                        i += 1
+                        value = argv[i] if i < len(argv) else ""
+                    if name == "--log":
+                        self.log = value
+                    elif name == "--root":
+                        self.root = value
+                    elif name == "--log-format":
+                        self.log_format = value
+                elif not arg.startswith("-"):
+                    self.command = arg
+            elif name in _CMD_VALUE_FLAGS:
+                if not eq:
+                    i += 1
+                    value = argv[i] if i < len(argv) else ""
+                if name in ("--bundle", "-b"):
+                    self.bundle = value
+            elif not arg.startswith("-") and not self.container_id:
+                self.container_id = arg
+            i += 1
+
+
+def main() -> NoReturn:
+    """Entry point of gpuhook-runtime: maybe edit config.json, then exec the runtime."""
+    args = RuncArgs(sys.argv[1:])
+    try:
+        path, explicit = config_path()
+        table, validated = read_config(path, explicit)
+        runtime = find_runtime(str(table.get("runtime", "runc")))
+        remember_runtime(path, runtime)  # for the native front end's pass-through
+        if args.command in ("create", "run"):
+            _maybe_inject(args, table, path, validated)
+    except GpuhookError as e:
+        _fail(args, str(e))
+    except Exception as e:  # fail closed: never start a GPU container half-understood
+        _fail(args, f"internal error ({type(e).__name__}: {e}); config.json was not changed, please report this")
+    try:
+        os.execv(runtime, [runtime, *sys.argv[1:]])
+    except OSError as e:
+        _fail(args, f"cannot execute the runtime {runtime}: {e.strerror}")
+
+
+def _maybe_inject(args: RuncArgs, table: dict[str, object], path: str, validated: bool) -> None:
+    spec_path = os.path.join(args.bundle, "config.json")
+    try:
+        with open(spec_path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise SpecError(f"bundle {os.path.abspath(args.bundle)} has no readable config.json ({e.strerror})") from e
+    if not any(m in data for m in _MARKERS):
+        return
+    from gpuhook.apply import spec
+    from gpuhook.cli import inject
+
+    new, warnings = inject.edited_spec(spec.load_spec(data, spec_path), args.bundle, args.container_id, table,
+                                       path, validated, args.root)
+    for w in warnings:
+        sys.stderr.write(f"gpuhook-runtime: warning: {w}\n")
+    if new is not None:
+        spec.write_atomic(spec_path, new)
+
+
+def find_runtime(name: str) -> str:
+    """The absolute path of the runtime `name` (a path, or a name on PATH); never this shim itself."""
+    if "/" in name:
+        candidates = [name]
+    else:
+        candidates = [os.path.join(d, name) for d in os.environ.get("PATH", _DEFAULT_PATH).split(":") if d]
+    me = os.path.realpath(sys.argv[0])
+    selves = {me, os.path.join(os.path.dirname(me), "gpuhook-runtime")}  # this shim, or its native front end
+    for c in candidates:
+        if os.path.isfile(c) and os.access(c, os.X_OK):
+            if os.path.realpath(c) in selves:
+                raise RuntimeNotFoundError(f"runtime {name!r} is gpuhook-runtime itself: set `runtime` in "
+                                           "the gpuhook config to the real runtime (e.g. /usr/sbin/runc)")
+            return os.path.abspath(c)
+    where = "" if "/" in name else " on PATH"
+    raise RuntimeNotFoundError(f"runtime {name!r} not found{where}: install runc or set `runtime` in the "
+                               "gpuhook config to the low-level runtime's absolute path")
+
+
+def _fail(args: RuncArgs, message: str) -> NoReturn:
+    """Report one line on stderr (and in runc's --log file, where containerd reads errors) and exit 1."""
+    line = message.replace("\n", " ")
+    sys.stderr.write(f"gpuhook-runtime: {line}\n")
+    if args.log:
+        import json
+
+        try:
+            with open(args.log, "a") as f:
+                if args.log_format == "json":
+                    f.write(json.dumps({"level": "error", "msg": f"gpuhook: {line}"}) + "\n")
+                else:
+                    f.write(f'level=error msg="gpuhook: {line}"\n')
+        except OSError:
+            pass
+    sys.exit(1)

@@ -1,0 +1,47 @@
+"""`gpuhook gc` and `gpuhook status`: the tuning ledger for the admin."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from gpuhook.config import load
+from gpuhook.host.processes import holder_alive
+from gpuhook.host.root import Root
+from gpuhook.tuning import ledger, session
+from gpuhook.tuning.backends import BackendSet
+
+
+def gc(args: argparse.Namespace) -> int:
+    """`gpuhook gc`: release what gone containers held; 1 when something could not be restored."""
+    config = load()
+    with BackendSet(Root(config.host_root)) as backends:
+        problems = session.sweep(config.state_dir, backends)
+    for p in problems:
+        print(f"gpuhook gc: {p}", file=sys.stderr)
+    print("gc: done" if not problems else f"gc: {len(problems)} settings could not be restored (kept for the next gc)")
+    return 1 if problems else 0
+
+
+def status(args: argparse.Namespace) -> int:
+    """`gpuhook status`: the ledger as a table or JSON."""
+    path = args.ledger or os.path.join(load().state_dir, ledger.NAME)
+    state = ledger.load(path)
+    rows = [{"gpu": e["gpu"], "index": e["index"], "setting": e["name"], "original": e["original"],
+             "current": e["value"], "holders": [h["id"] + ("" if holder_alive(h) else " (gone)") for h in e["holders"]]}
+            for e in sorted(state["settings"].values(), key=lambda e: e["seq"])]
+    leases = {g: h["id"] + ("" if holder_alive(h) else " (gone)") for g, h in state["leases"].items()}
+    if args.json:
+        print(json.dumps({"settings": rows, "leases": leases}, indent=2))
+        return 0
+    if not rows and not leases:
+        print("no GPU tuning is held")
+    if rows:
+        print(f"{'GPU':44} {'SETTING':12} {'ORIGINAL':12} {'CURRENT':12} HOLDERS")
+        for r in rows:
+            print(f"{r['gpu']:44} {r['setting']:12} {r['original']:12} {r['current']:12} {', '.join(r['holders'])}")
+    for gpu, holder in leases.items():
+        print(f"exclusive: {gpu} held by {holder}")
+    return 0

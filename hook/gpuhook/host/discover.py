@@ -1,0 +1,14 @@
+"""Read-only inventory of the host under host_root."""
+
+from __future__ import annotations
+
+from gpuhook.host.inventory import Inventory
+from gpuhook.host.root import Root
+from gpuhook.vendors.registry import all_vendors
+
+
+def discover(root: Root, only: frozenset[str] | None = None) -> Inventory:
+    """Every vendor's driver, GPUs, device nodes and driver files found under `root` (only the vendors named
+    in `only`, when given: a container that names its vendor need not wait for the others). Reads only."""
+    vendors = (v for v in all_vendors() if only is None or v.NAME in only)
+    return Inventory(root.base, tuple(inv for v in vendors if (inv := v.discover(root)) is not None))

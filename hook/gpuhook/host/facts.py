@@ -1,0 +1,123 @@
+"""What the GPU path's decision needs beyond the request and the inventory, gathered in one place.
+
+All the I/O of a GPU container's start that is not discovery happens here, driven by a `Needs` the pure
+planner computed: the image's ROCm and CUDA forward-compatibility files (read inside the image root, never
+run), the CUDA version of the host's libcuda and GPUs' NVML facts (loaded only when a requirement names
+them), the host's ROCm trees, the vendors' procfs texts, leases and ldconfig. The result is a plain value.
+"""
+
+from __future__ import annotations
+
+import os
+
+from gpuhook.errors import DiscoveryError
+from gpuhook.frozen import frozen
+from gpuhook.host.image import COMPAT_DIR
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from gpuhook.config import Config
+    from gpuhook.host.inventory import Gpu, VendorInventory
+    from gpuhook.host.rocm_trees import RocmTree
+    from gpuhook.host.root import Root
+
+
+@frozen
+class Needs:
+    """Which facts the decision will look at (computed purely from the request and the selection)."""
+
+    image: bool = False  # the image's ROCm version and compat libraries
+    cuda: bool = False  # the CUDA version the host's NVIDIA driver supports
+    nvml: tuple[str, ...] = ()  # GPU UUIDs whose compute capability and brand a requirement names
+    rocm_trees: bool = False  # the host's ROCm trees (gpuhook.dev/host-rocm)
+    procfs: tuple[tuple[str, tuple[Gpu, ...]], ...] = ()  # (vendor, its selected GPUs) for procfs copies
+
+
+@frozen
+class HostFacts:
+    """Facts gathered for one container; defaults are what a host without them gives."""
+
+    root_path: str = ""  # the container's root filesystem
+    dev_link: str | None = None  # the image's /dev is a symbolic link to this
+    image_read: bool = False  # the image root was there to read
+    image_rocm: str | None = None
+    compat_dir: str = COMPAT_DIR  # where the image's compat directory really is (inside the image)
+    compat_versions: tuple[str, ...] = ()  # libcuda.so.<version> files in it
+    host_cuda: str | None = None
+    cuda_unknown: str = ""  # why the host's CUDA version is unknown, when it is
+    nvml: tuple[tuple[str, str, str], ...] = ()  # (uuid, compute capability, brand)
+    rocm_trees: tuple[RocmTree, ...] = ()
+    procfs: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = ()  # (vendor, procfs dir, files)
+    leases: tuple[tuple[str, str], ...] = ()  # (GPU, container) exclusive leases of live containers
+    ldconfig_ok: bool = True
+
+    def gpu_facts(self, uuid: str) -> tuple[str, str]:
+        """(compute capability, brand) NVML reported for the GPU."""
+        return next((a, b) for u, a, b in self.nvml if u == uuid)
+
+
+def gather(needs: Needs, root: Root, inventory: Sequence[VendorInventory], root_path: str, config: Config,
+           leases: tuple[tuple[str, str], ...]) -> HostFacts:
+    """Read what `needs` names. Reads the host and the image, loads libcuda/NVML only when needed."""
+    dev = os.path.join(root_path, "dev")
+    dev_link = os.readlink(dev) if os.path.islink(dev) else None
+    image_rocm, compat_dir, image_read = None, COMPAT_DIR, False
+    compat_versions: tuple[str, ...] = ()
+    if needs.image and os.path.isdir(root_path):
+        from gpuhook.host import image
+
+        # reads only, so the O_NOFOLLOW walk (os alone) serves; openat2 would cost ctypes before every GPU container
+        with image.InRoot(root_path, use_openat2=False) as tree:
+            image_rocm = image.rocm_version(tree)
+            compat_dir, compat_versions = image.compat_libcuda(tree)
+        image_read = True
+    nvidia = next((v for v in inventory if v.vendor == "nvidia"), None)  # CUDA and NVML are NVIDIA's
+    cuda, unknown = _host_cuda(nvidia, root) if needs.cuda and nvidia else (None, "")
+    nvml = _nvml_facts(nvidia, root, needs.nvml) if needs.nvml and nvidia else ()
+    trees: tuple[RocmTree, ...] = ()
+    if needs.rocm_trees:
+        from gpuhook.host.rocm_trees import discover_trees
+
+        trees = discover_trees(root)
+    procfs = []
+    if needs.procfs:
+        from gpuhook.vendors.registry import get
+
+        for vendor, gpus in needs.procfs:
+            found = get(vendor).procfs_files(root, gpus, config.policy)
+            if found:
+                procfs.append((vendor, found[0], tuple(sorted(found[1].items()))))
+    return HostFacts(root_path, dev_link, image_read, image_rocm, compat_dir, compat_versions, cuda, unknown, nvml,
+                     trees, tuple(procfs), leases, os.access(config.ldconfig, os.X_OK))
+
+
+def _host_cuda(inv: VendorInventory, root: Root) -> tuple[str | None, str]:
+    """The driver's CUDA version from its libcuda, else from NVML; (None, why) when neither says."""
+    from gpuhook.host import libcuda
+
+    try:
+        return libcuda.driver_cuda_version(_driver_file(inv, root, "libcuda.so.")), ""
+    except DiscoveryError as first:
+        try:
+            from gpuhook.host import nvml
+
+            with nvml.session(_driver_file(inv, root, "libnvidia-ml.so.")) as lib:
+                return nvml.cuda_version(lib), ""
+        except DiscoveryError:
+            return None, str(first)
+
+
+def _nvml_facts(inv: VendorInventory, root: Root, uuids: tuple[str, ...]) -> tuple[tuple[str, str, str], ...]:
+    from gpuhook.host import nvml
+
+    with nvml.session(_driver_file(inv, root, "libnvidia-ml.so.")) as lib:
+        return tuple((u, *nvml.device_facts(lib, u)) for u in uuids)
+
+
+def _driver_file(inv: VendorInventory, root: Root, prefix: str) -> str:
+    for f in inv.files:
+        if os.path.basename(f.source).startswith(prefix):
+            return root.lexical(f.source)
+    raise DiscoveryError(f"the host driver has no {prefix}* library under {root.base}")

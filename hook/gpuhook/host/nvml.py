@@ -1,0 +1,65 @@
+"""NVML through pynvml, bound to the host root's own libnvidia-ml.so.1 (so a simulated host carries its own)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from gpuhook.errors import DiscoveryError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import ModuleType
+
+
+@contextmanager
+def session(library: str) -> Iterator[ModuleType]:
+    """pynvml, initialised against `library`; shut down on exit. Loads a shared library."""
+    import ctypes
+
+    import pynvml
+
+    try:
+        if getattr(pynvml.nvmlLib, "_name", None) != library:
+            # pynvml binds one library per process and caches its symbols: rebind both to this host's
+            pynvml.nvmlLib = ctypes.CDLL(library)
+            pynvml._nvmlGetFunctionPointer_cache.clear()
+        pynvml.nvmlInit()
+    except (OSError, pynvml.NVMLError) as e:
+        raise DiscoveryError(f"NVML ({library}) cannot start: {e}") from e
+    try:
+        yield pynvml
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def brand_name(pynvml: ModuleType, brand: int) -> str:
+    """NVML's brand number as the NVIDIA_REQUIRE_* grammar names it (tesla, geforce, nvidiartx, ...)."""
+    for name in dir(pynvml):
+        if name.startswith("NVML_BRAND_") and name != "NVML_BRAND_COUNT" and getattr(pynvml, name) == brand:
+            word = name[len("NVML_BRAND_"):].lower()
+            if word.startswith("nvidia_") and word != "nvidia_rtx":
+                word = word[len("nvidia_"):]
+            return word.replace("_", "")
+    return "unknown"
+
+
+def device_facts(pynvml: ModuleType, uuid: str) -> tuple[str, str]:
+    """(compute capability 'major.minor', brand name) of the GPU with this UUID."""
+    try:
+        handle = pynvml.nvmlDeviceGetHandleByUUID(uuid)
+        major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
+        brand = pynvml.nvmlDeviceGetBrand(handle)
+    except pynvml.NVMLError as e:
+        raise DiscoveryError(f"NVML cannot describe GPU {uuid}: {e}") from e
+    return f"{major}.{minor}", brand_name(pynvml, brand)
+
+
+def cuda_version(pynvml: ModuleType) -> str:
+    """The CUDA version the driver supports, as NVML reports it."""
+    from gpuhook.host.libcuda import cuda_string
+
+    try:
+        return cuda_string(pynvml.nvmlSystemGetCudaDriverVersion())
+    except pynvml.NVMLError as e:
+        raise DiscoveryError(f"NVML cannot report the CUDA version: {e}") from e

@@ -1,0 +1,96 @@
+"""Host paths resolved inside one root directory, never escaping it."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from gpuhook.errors import DiscoveryError
+
+_MAX_LINKS = 40
+
+
+def _parts(path: str) -> list[str]:
+    return [p for p in path.split("/") if p not in ("", ".")]
+
+
+class Root:
+    """A directory tree seen as a host's `/`: absolute symlinks and `..` stay inside it."""
+
+    __slots__ = ("base",)
+
+    def __init__(self, base: str) -> None:
+        self.base = os.path.realpath(base)
+        if not os.path.isdir(self.base):
+            raise DiscoveryError(f"host root {base!r} does not exist or is not a directory")
+
+    def __repr__(self) -> str:
+        return f"Root({self.base!r})"
+
+    def lexical(self, path: str) -> str:
+        """Return the real path for `path` without following any symlink (`..` is clamped at the root)."""
+        out: list[str] = []
+        for part in _parts(path):
+            if part == "..":
+                if out:
+                    out.pop()
+            else:
+                out.append(part)
+        return self._join(out)
+
+    def resolve(self, path: str) -> str:
+        """Return the real path for `path`, following symlinks as if the root were `/`."""
+        todo = _parts(path)[::-1]  # a stack: the next part last (no deque: see gpuhook.startup)
+        done: list[str] = []
+        links = 0
+        while todo:
+            part = todo.pop()
+            if part == "..":
+                if done:
+                    done.pop()
+                continue
+            candidate = self._join([*done, part])
+            try:
+                st = os.lstat(candidate)
+            except OSError:
+                done.append(part)
+                continue
+            if not stat.S_ISLNK(st.st_mode):
+                done.append(part)
+                continue
+            links += 1
+            if links > _MAX_LINKS:
+                raise DiscoveryError(f"too many levels of symbolic links resolving {path!r} in {self.base}")
+            target = os.readlink(candidate)
+            if target.startswith("/"):
+                done = []
+            todo.extend(reversed(_parts(target)))
+        return self._join(done)
+
+    def to_host(self, real: str) -> str:
+        """Return the host-absolute name (as seen with this root as `/`) of a real path under the root."""
+        rel = os.path.relpath(real, self.base)
+        if rel == ".":
+            return "/"
+        if rel.startswith(".."):
+            raise DiscoveryError(f"{real!r} is outside the host root {self.base}")
+        return "/" + rel
+
+    def exists(self, path: str) -> bool:
+        """Whether `path` exists (symlinks followed inside the root)."""
+        return os.path.exists(self.resolve(path))
+
+    def read_text(self, path: str) -> str:
+        """Read a small text file (symlinks followed inside the root)."""
+        with open(self.resolve(path), encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    def listdir(self, path: str) -> list[str]:
+        """Sorted entries of a directory, or [] when it does not exist."""
+        try:
+            return sorted(os.listdir(self.resolve(path)))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def _join(self, parts: list[str]) -> str:
+        return self.base if not parts else self.base.rstrip("/") + "/" + "/".join(parts)

@@ -1,0 +1,181 @@
+"""The GPU path's one decision: (request, inventory, facts, policy) -> Prepared. Pure: no I/O.
+
+`survey` says which facts the decision will look at (so that gathering reads nothing more), `decide` makes
+it: the GPUs, the checks against the image and the host, host ROCm, hardening, tuning, and the edits. Both
+raise the errors a user sees (RequestError, PlanError, PolicyError, ConfigError) in the same order.
+"""
+
+from __future__ import annotations
+
+from gpuhook.edits import Edits, Hook, merge
+from gpuhook.errors import ConfigError, PolicyError, RequestError
+from gpuhook.frozen import frozen
+from gpuhook.host.facts import Needs
+from gpuhook.plan.select import Selected, edits_for, select_all
+from gpuhook.plan.tuning import Setting, check_policy, gpus_in_spec, settings_for
+from gpuhook.request.container import HostRocm, Request, env_map
+from gpuhook.vendors.registry import get
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from gpuhook.config import Config
+    from gpuhook.host.facts import HostFacts
+    from gpuhook.host.inventory import Inventory
+
+    Spec = dict[str, Any]
+
+
+@frozen
+class ProcfsCopy:
+    """A read-only copy of a vendor's procfs directory to put over the container's own."""
+
+    vendor: str
+    target: str  # e.g. /proc/driver/nvidia
+    files: tuple[tuple[str, str], ...]  # (path under the directory, text)
+
+
+@frozen
+class Prepared:
+    """A GPU container's edits, the warnings for its user, and what the hooks and records need."""
+
+    edits: Edits
+    warnings: tuple[str, ...]
+    drivers: tuple[tuple[str, str], ...] = ()  # (vendor, driver version whose user space it gets)
+    settings: tuple[Setting, ...] = ()  # host tuning for the prestart hook to apply
+    exclusive: tuple[str, ...] = ()  # GPUs to lease
+    gpus: tuple[str, ...] = ()  # every GPU the container gets (UUID, else PCI address)
+    procfs: tuple[ProcfsCopy, ...] = ()  # copies to write; their overlays join `edits` once written
+    host_rocm: str | None = None  # the version of the host ROCm tree it gets
+
+
+def asks(request: Request) -> bool:
+    """Whether the container asks gpuhook for anything; RequestError for host ROCm without GPUs."""
+    tuning = request.tuning
+    if not request.wants_gpus and not tuning.touches_host() and not tuning.env:
+        if request.host_rocm_asked and request.host_rocm:
+            raise RequestError("gpuhook.dev/host-rocm needs AMD GPUs: add gpuhook.dev/gpus")
+        return False
+    return True
+
+
+def vendors_to_discover(request: Request) -> frozenset[str] | None:
+    """The vendors the request names when every selection names one (only they need discovering), else None."""
+    named = frozenset(s.vendor or "" for s in request.selections)
+    return named if request.wants_gpus and "" not in named else None
+
+
+def survey(request: Request, inventory: Inventory, spec: Spec, config: Config) -> Needs:
+    """The facts `decide` will need, after the checks that need none of them."""
+    selected = _selected(request, inventory, spec, config)
+    by_vendor = {inv.vendor: gpus for inv, gpus in selected}
+    env = _env(spec)
+    annotations = spec.get("annotations") or {}
+    checks = _checks_needed(by_vendor, env, annotations)
+    cuda = False
+    nvml: tuple[str, ...] = ()
+    if checks:
+        from gpuhook.plan import compat
+
+        cuda, nvml = compat.needs(selected, env, annotations)
+    return Needs(checks, cuda, nvml, checks and _host_rocm_wanted(request, config, by_vendor) is not None,
+                 tuple((inv.vendor, gpus) for inv, gpus in selected))
+
+
+def decide(request: Request, inventory: Inventory, facts: HostFacts, spec: Spec, config: Config,
+           gpuhook_bin: str) -> Prepared:
+    """The edits and tuning that give the container what it asked for, or the error that says why not."""
+    tuning = request.tuning
+    selected = _selected(request, inventory, spec, config)
+    by_vendor = {inv.vendor: (inv, gpus) for inv, gpus in selected}
+    settings = settings_for(tuning, selected)
+    gpu_names = tuple(g.uuid or g.pci for _, gpus in selected for g in gpus)
+    for gpu, holder in facts.leases:
+        if gpu in gpu_names:
+            raise PolicyError(f"GPU {gpu} is held exclusively by container {holder}: wait for it to stop or "
+                              "pick other GPUs")
+    if facts.dev_link is not None:
+        raise PolicyError(f"the image's /dev is a symbolic link (to {facts.dev_link!r}): runc follows it out of "
+                          "the container when it sets up /dev, so gpuhook refuses to start this GPU container")
+    env, annotations = _env(spec), spec.get("annotations") or {}
+    rocm_edits, verdict_edits, tree_version = Edits(), Edits(), None
+    warnings: tuple[str, ...] = ()
+    if _checks_needed(by_vendor, env, annotations):
+        from gpuhook.plan import compat
+
+        rocm_edits, tree_version = _host_rocm(request, config, by_vendor, facts, env, inventory.root)
+        verdict = compat.check(selected, env, annotations, facts, config.policy.rocm_compatibility, tree_version)
+        verdict_edits, warnings = verdict.edits, verdict.warnings
+    injected = edits_for(selected, request, inventory) if request.wants_gpus else Edits()
+    hardening = merge([get(v).hardening(config.policy) for v in by_vendor])
+    edits = merge([verdict_edits, injected, rocm_edits, hardening,
+                   Edits(readonly_mounts=("/sys",) if config.policy.readonly_sys else ()), Edits(env=tuning.env),
+                   _tuning_hooks(config, gpuhook_bin) if tuning.touches_host() else Edits()])
+    if edits.ldcache_dirs and not facts.ldconfig_ok:
+        raise ConfigError(f"the host's ldconfig {config.ldconfig} is missing or not executable: install "
+                          "libc-bin or set `ldconfig` in " + config.path)
+    drivers = tuple((v, inv.driver_version or "") for v, (inv, _) in by_vendor.items())
+    procfs = tuple(ProcfsCopy(v, target, files) for v, target, files in facts.procfs if v in by_vendor)
+    return Prepared(edits, warnings, drivers, settings, gpu_names if tuning.exclusive else (), gpu_names, procfs,
+                    tree_version)
+
+
+def _selected(request: Request, inventory: Inventory, spec: Spec, config: Config) -> Selected:
+    """The checks before any fact: tuning policy, the GPUs, AMD-only runtime settings, tuning per vendor."""
+    tuning = request.tuning
+    check_policy(tuning, config.tuning)
+    if request.wants_gpus:
+        selected = select_all(request, inventory)
+    else:  # tuning for the GPUs a device plugin (or --device) already put in the spec
+        selected = gpus_in_spec(((spec.get("linux") or {}).get("devices") or []), inventory)
+        if not selected:
+            raise RequestError("the gpuhook.dev/ tuning annotations need GPUs: add gpuhook.dev/gpus, or give the "
+                               "container GPU device nodes (a device plugin, --device)")
+    vendors = [inv.vendor for inv, _ in selected]
+    if tuning.env and "amd" not in vendors:
+        raise RequestError("gpuhook.dev/fine-grain-pcie and gpuhook.dev/gfx-override are AMD runtime settings, "
+                           "but this container's GPUs are " + ", ".join(dict.fromkeys(vendors)))
+    settings_for(tuning, selected)
+    return selected
+
+
+def _env(spec: Spec) -> dict[str, str]:
+    return env_map((spec.get("process") or {}).get("env") or [])
+
+
+def _checks_needed(by_vendor: dict[str, Any], env: dict[str, str], annotations: dict[str, str]) -> bool:
+    """Whether compatibility checks or host ROCm apply: AMD GPUs, or a stated requirement."""
+    return ("amd" in by_vendor or "gpuhook.dev/require" in annotations or "CUDA_VERSION" in env
+            or any(k.startswith("NVIDIA_REQUIRE_") for k in env))
+
+
+def _host_rocm_wanted(request: Request, config: Config, by_vendor: dict[str, Any]) -> HostRocm | None:
+    """What the container asks of the host's ROCm, or the policy default for AMD containers."""
+    want = request.host_rocm
+    if want is None and not request.host_rocm_asked and config.policy.host_rocm and "amd" in by_vendor:
+        want = HostRocm()
+    return want
+
+
+def _host_rocm(request: Request, config: Config, by_vendor: dict[str, Any], facts: HostFacts,
+               env: dict[str, str], host_base: str) -> tuple[Edits, str | None]:
+    """The host-ROCm edits (and the tree's version) when asked, or by policy for AMD containers."""
+    want = _host_rocm_wanted(request, config, by_vendor)
+    if want is None:
+        return Edits(), None
+    if "amd" not in by_vendor:
+        raise RequestError("gpuhook.dev/host-rocm mounts the host's ROCm for AMD GPUs, but this container's GPUs "
+                           "are " + ", ".join(by_vendor))
+    from gpuhook.plan import host_rocm
+
+    tree = host_rocm.choose(facts.rocm_trees, want, by_vendor["amd"][0].driver_version)
+    host_rocm.check_image(facts.image_rocm if facts.image_read else None, tree, want)
+    return host_rocm.plan(tree, host_base, env), tree.version
+
+
+def _tuning_hooks(config: Config, gpuhook_bin: str) -> Edits:
+    """The prestart hook that applies tuning and the poststop hook that restores it (shim mode)."""
+    env = (f"GPUHOOK_CONFIG={config.path}", "PATH=/usr/sbin:/usr/bin:/sbin:/bin")
+    return Edits(hooks=(Hook("prestart", gpuhook_bin, ("gpuhook", "hook", "prestart"), env),
+                        Hook("poststop", gpuhook_bin, ("gpuhook", "hook", "poststop"), env)))

@@ -1,0 +1,92 @@
+"""Request x inventory -> the GPUs it names -> Edits. Pure: no I/O, tested with literals."""
+
+from __future__ import annotations
+
+from gpuhook.edits import Edits, merge
+from gpuhook.errors import PlanError
+from gpuhook.host.inventory import Gpu, Inventory, VendorInventory
+from gpuhook.request.container import Request, Selection
+from gpuhook.vendors.registry import Vendor, all_vendors
+
+Selected = tuple[tuple[VendorInventory, tuple[Gpu, ...]], ...]
+
+
+def plan_edits(request: Request, inventory: Inventory) -> Edits:
+    """The edits that give the container exactly what it asked for; PlanError names what is missing."""
+    return edits_for(select_all(request, inventory), request, inventory)
+
+
+def select_all(request: Request, inventory: Inventory) -> Selected:
+    """Each selection's vendor inventory and GPUs, in request order."""
+    by_name = {v.NAME: v for v in all_vendors()}
+    return tuple(select(sel, inventory, by_name) for sel in request.selections)
+
+
+def edits_for(selected: Selected, request: Request, inventory: Inventory) -> Edits:
+    """The edits for already selected GPUs."""
+    by_name = {v.NAME: v for v in all_vendors()}
+    return merge([by_name[inv.vendor].plan(inv, gpus, request.capabilities, inventory.root) for inv, gpus in selected])
+
+
+def select(sel: Selection, inventory: Inventory, vendors: dict[str, Vendor]) -> tuple[VendorInventory, tuple[Gpu, ...]]:
+    """The vendor and the GPUs one selection names, in the order asked; PlanError when they do not exist."""
+    inv = _vendor_for(sel, inventory, vendors)
+    if sel.devices is None:
+        gpus: tuple[Gpu, ...] = inv.gpus
+        if not gpus:
+            raise PlanError(f"{sel.source}={sel.raw!r} asks for all {_label(inv, vendors)} GPUs but the "
+                            f"{_label(inv, vendors)} driver on this host lists none")
+    else:
+        gpus = tuple(dict.fromkeys(_find(ident, sel, inv, vendors) for ident in sel.devices))
+    for gpu in gpus:
+        if gpu.missing:
+            raise PlanError(f"{sel.source}={sel.raw!r}: {_label(inv, vendors)} GPU {gpu.index} ({gpu.pci}) "
+                            f"has no device node {gpu.missing[0]} on this host: load the driver's device "
+                            "nodes (nvidia-modprobe / udev) or pick another GPU")
+    return inv, gpus
+
+
+def _vendor_for(sel: Selection, inventory: Inventory, vendors: dict[str, Vendor]) -> VendorInventory:
+    if sel.vendor is not None:
+        inv = inventory.vendor(sel.vendor)
+        if inv is None:
+            raise PlanError(f"{sel.source}={sel.raw!r} asks for {vendors[sel.vendor].LABEL} GPUs but "
+                            f"{_host_has(inventory, vendors)}")
+        return inv
+    ids = sel.devices or ()
+    for vendor in vendors.values():  # identifiers in one vendor's own form (its UUIDs) name that vendor
+        if ids and all(vendor.parse_id(i) is not None for i in ids):
+            return _vendor_for(Selection(vendor.NAME, sel.devices, sel.source, sel.raw), inventory, vendors)
+    if ids and all(":" in i for i in ids):
+        owners = {v.vendor for v in inventory.vendors for g in v.gpus if g.pci in ids}
+        if len(owners) == 1:
+            return _vendor_for(Selection(owners.pop(), sel.devices, sel.source, sel.raw), inventory, vendors)
+    candidates = inventory.with_gpus()
+    if len(candidates) == 1:
+        return candidates[0]
+    if not candidates:
+        raise PlanError(f"{sel.source}={sel.raw!r} asks for GPUs but {_host_has(inventory, vendors)}")
+    names = " and ".join(f"{_label(v, vendors)} ({len(v.gpus)} GPUs)" for v in candidates)
+    raise PlanError(f"{sel.source}={sel.raw!r} is ambiguous: this host has {names}; add "
+                    + " or ".join(f"gpuhook.dev/vendor={v.vendor}" for v in candidates))
+
+
+def _find(ident: str, sel: Selection, inv: VendorInventory, vendors: dict[str, Vendor]) -> Gpu:
+    for gpu in inv.gpus:
+        if ident.lower() in (str(gpu.index), gpu.uuid.lower(), gpu.pci):
+            return gpu
+    have = ", ".join(f"{g.index} ({g.uuid or g.pci})" for g in inv.gpus) or "none"
+    raise PlanError(f"{sel.source}={sel.raw!r}: no {_label(inv, vendors)} GPU {ident} on this host; "
+                    f"it has: {have}")
+
+
+def _label(inv: VendorInventory, vendors: dict[str, Vendor]) -> str:
+    return vendors[inv.vendor].LABEL
+
+
+def _host_has(inventory: Inventory, vendors: dict[str, Vendor]) -> str:
+    if not inventory.vendors:
+        return (f"the host (root {inventory.root}) has no GPU driver loaded: no /proc/driver/nvidia, "
+                "no /sys/class/kfd")
+    parts = [f"{len(v.gpus)} {vendors[v.vendor].LABEL} GPUs" for v in inventory.vendors]
+    return "the host has " + " and ".join(parts)

@@ -1,0 +1,77 @@
+"""Tuning requests -> per-GPU settings (each vendor says which), checked against policy. Pure."""
+
+from __future__ import annotations
+
+from gpuhook.errors import PolicyError
+from gpuhook.frozen import frozen
+from gpuhook.vendors.registry import get
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+    from typing import Any
+
+    from gpuhook.config import TuningPolicy
+    from gpuhook.host.inventory import Gpu, Inventory, VendorInventory
+    from gpuhook.plan.select import Selected
+    from gpuhook.request.tuning import Tuning
+
+
+@frozen
+class Setting:
+    """One host setting on one GPU. `device` is how a backend finds the GPU (NVIDIA: UUID; AMD: sysfs dir)."""
+
+    vendor: str
+    gpu: str  # UUID, else PCI address: the ledger's name for the GPU
+    index: int
+    pci: str
+    device: str
+    name: str  # clocks, power_limit, compute_mode (NVIDIA); perf_level, sclk, power_cap (AMD)
+    value: str
+
+    @property
+    def key(self) -> str:
+        """The ledger key: one entry per GPU and setting."""
+        return f"{self.vendor}:{self.gpu}:{self.name}"
+
+
+def settings_for(tuning: Tuning, selected: Iterable[tuple[VendorInventory, Sequence[Gpu]]]) -> tuple[Setting, ...]:
+    """The host settings that give `selected` GPUs what `tuning` asks; RequestError for the wrong vendor."""
+    return tuple(s for inv, gpus in selected for gpu in gpus for s in get(inv.vendor).settings(tuning, gpu))
+
+
+def check_policy(tuning: Tuning, policy: TuningPolicy) -> None:
+    """PolicyError saying what the policy allows when the request is outside it."""
+    if tuning.touches_host() and not policy.allow:
+        raise PolicyError("this host does not allow GPU tuning ([policy] allow_tuning = false): remove the "
+                          "gpuhook.dev/ tuning annotations")
+    if tuning.clocks and policy.clocks_mhz and not (
+            policy.clocks_mhz[0] <= tuning.clocks[0] and tuning.clocks[1] <= policy.clocks_mhz[1]):
+        lo, hi = policy.clocks_mhz
+        raise PolicyError(f"gpuhook.dev/clocks={tuning.clocks[0]}-{tuning.clocks[1]} is outside what this host allows: "
+                          f"{lo}-{hi} MHz ([tuning] clocks_mhz)")
+    if tuning.power_limit and policy.power_watts and not (
+            policy.power_watts[0] <= tuning.power_limit <= policy.power_watts[1]):
+        lo, hi = policy.power_watts
+        raise PolicyError(f"gpuhook.dev/power-limit={tuning.power_limit} is outside what this host allows: "
+                          f"{lo}-{hi} W ([tuning] power_watts)")
+    for key, asked, allowed in (("perf-level", tuning.perf_level, policy.perf_levels),
+                                ("compute-mode", tuning.compute_mode, policy.compute_modes)):
+        if asked and allowed is not None and asked not in allowed:
+            raise PolicyError(f"gpuhook.dev/{key}={asked!r} is not allowed on this host; allowed: "
+                              f"{', '.join(allowed) or 'none'} ([tuning] {key.replace('-', '_')}s)")
+    if tuning.exclusive and not policy.exclusive:
+        raise PolicyError("this host does not grant exclusive GPUs ([tuning] exclusive = false): remove "
+                          "gpuhook.dev/exclusive")
+
+
+def gpus_in_spec(devices: Iterable[Mapping[str, Any]], inventory: Inventory) -> Selected:
+    """GPUs whose nodes the spec already has (a device plugin or --device put them there)."""
+    numbers = {(d.get("major"), d.get("minor")) for d in devices}
+    out = []
+    for inv in inventory.vendors:
+        claims = get(inv.vendor).claims
+        gpus = tuple(g for g in inv.gpus if any((n.major, n.minor) in numbers for n in claims(g)))
+        if gpus:
+            out.append((inv, gpus))
+    return tuple(out)

@@ -1,0 +1,163 @@
+"""What a container asks for, parsed from its annotations and env. Pure: no I/O."""
+
+from __future__ import annotations
+
+from gpuhook.errors import RequestError
+from gpuhook.frozen import frozen
+from gpuhook.request.ids import parse_item
+from gpuhook.request.tuning import KEYS as TUNING_KEYS
+from gpuhook.request.tuning import Tuning, parse_tuning
+from gpuhook.vendors.registry import all_vendors, names
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+PREFIX = "gpuhook.dev/"
+CAPABILITIES = ("compute", "utility", "video", "graphics", "display", "compat32", "ngx")
+DEFAULT_CAPABILITIES = frozenset({"compute", "utility"})
+
+_KNOWN = ("gpus", "vendor", "capabilities", "require", "host-rocm", *TUNING_KEYS)
+
+
+@frozen
+class Selection:
+    """One ask for GPUs of one vendor (or of the vendor the host makes obvious).
+
+    `devices` is None for all GPUs, () for the driver without any GPU (`none`, where the vendor has it),
+    else normalised identifiers: decimal index, a vendor's own UUID form (`GPU-…`, `0x…`) or a full PCI address.
+    """
+
+    vendor: str | None
+    devices: tuple[str, ...] | None
+    source: str  # the annotation or env key it came from
+    raw: str
+
+
+@frozen
+class HostRocm:
+    """gpuhook.dev/host-rocm: mount the host's ROCm user space (a version, or the one the driver supports)."""
+
+    version: str | None = None
+    override: bool = False  # the host's ROCm wins over a different one in the image
+
+
+@frozen
+class Request:
+    """Everything a container asks gpuhook for."""
+
+    selections: tuple[Selection, ...] = ()
+    capabilities: frozenset[str] = DEFAULT_CAPABILITIES
+    host_rocm: HostRocm | None = None
+    host_rocm_asked: bool = False  # the annotation was given (true or false), so the policy default does not apply
+    tuning: Tuning = Tuning()
+
+    @property
+    def wants_gpus(self) -> bool:
+        """Whether anything is to be injected."""
+        return bool(self.selections)
+
+
+def env_map(env: Iterable[str]) -> dict[str, str]:
+    """An OCI `process.env` list as a dict (the last of repeated keys wins)."""
+    out: dict[str, str] = {}
+    for item in env:
+        key, sep, value = item.partition("=")
+        if sep:
+            out[key] = value
+    return out
+
+
+def parse_request(annotations: Mapping[str, str], env: Mapping[str, str], accept_env: bool = True) -> Request:
+    """Parse a container's GPU request; annotations win over env, env counts only if `accept_env`."""
+    ours = {k[len(PREFIX):]: v for k, v in annotations.items() if k.startswith(PREFIX)}
+    for key, value in ours.items():
+        if key not in _KNOWN:
+            raise RequestError(f"unknown annotation {PREFIX}{key}={value!r}: known keys are "
+                               + ", ".join(PREFIX + k for k in _KNOWN))
+    vendor = _parse_vendor(ours["vendor"]) if "vendor" in ours else None
+    caps = _capabilities(ours, env, accept_env)
+    rocm = _parse_host_rocm(ours["host-rocm"]) if "host-rocm" in ours else None
+    asked = "host-rocm" in ours
+    tuning = parse_tuning(ours)
+    if "gpus" in ours:
+        sel = _parse_gpus(f"{PREFIX}gpus", ours["gpus"], vendor)
+        return Request((sel,) if sel else (), caps, rocm, asked, tuning)
+    if vendor is not None:
+        raise RequestError(f"annotation {PREFIX}vendor={ours['vendor']!r} needs {PREFIX}gpus "
+                           "(e.g. all, 0,1 or a UUID)")
+    return Request(_env_selections(env, accept_env), caps, rocm, asked, tuning)
+
+
+def _parse_host_rocm(raw: str) -> HostRocm | None:
+    """true | false | VERSION, optionally followed by ',override' (the host's ROCm wins over the image's)."""
+    value, _, flag = raw.strip().lower().partition(",")
+    if flag not in ("", "override") or not value:
+        raise RequestError(f"annotation {PREFIX}host-rocm={raw!r}: expected true, false or a version such as 6.2, "
+                           "optionally followed by ',override'")
+    if value == "false":
+        return None
+    if value == "true":
+        return HostRocm(None, bool(flag))
+    if not all(p.isdigit() for p in value.split(".")) or value.count(".") > 2:
+        raise RequestError(f"annotation {PREFIX}host-rocm={raw!r}: {value!r} is not a ROCm version such as 6.2.1")
+    return HostRocm(value, bool(flag))
+
+
+def _parse_vendor(value: str) -> str:
+    v = value.strip().lower()
+    if v not in names():
+        raise RequestError(f"annotation {PREFIX}vendor={value!r}: expected one of " + ", ".join(names()))
+    return v
+
+
+def _capabilities(ours: Mapping[str, str], env: Mapping[str, str], accept_env: bool) -> frozenset[str]:
+    named = (v.CAPABILITIES_ENV for v in all_vendors() if v.CAPABILITIES_ENV)
+    from_env = next((k for k in named if accept_env and env.get(k, "").strip()), None)
+    if "capabilities" in ours:
+        key, value = f"{PREFIX}capabilities", ours["capabilities"]
+    elif from_env:
+        key, value = from_env, env[from_env]
+    else:
+        return DEFAULT_CAPABILITIES
+    items = {c.strip().lower() for c in value.split(",") if c.strip()}
+    if not items:
+        raise RequestError(f"{key}={value!r}: expected a comma list of " + ", ".join((*CAPABILITIES, "all")))
+    if "all" in items:
+        return frozenset(CAPABILITIES)
+    bad = sorted(items - set(CAPABILITIES))
+    if bad:
+        raise RequestError(f"{key}={value!r}: unknown capability {bad[0]!r}; known: "
+                           + ", ".join((*CAPABILITIES, "all")))
+    return frozenset(items)
+
+
+def _env_selections(env: Mapping[str, str], accept_env: bool) -> tuple[Selection, ...]:
+    if not accept_env:
+        return ()
+    out = []
+    for vendor in all_vendors():
+        if vendor.ENV_KEY in env:
+            sel = _parse_gpus(vendor.ENV_KEY, env[vendor.ENV_KEY], vendor.NAME, vendor.NONE_MEANS_DRIVER)
+            if sel:
+                out.append(sel)
+    return tuple(out)
+
+
+def _parse_gpus(key: str, raw: str, vendor: str | None, none_means_driver: bool = False) -> Selection | None:
+    """None when nothing is asked; `none` means the driver without GPUs where the vendor says so, `void`
+    (in env) nothing."""
+    value = raw.strip()
+    low = value.lower()
+    if low == "none":
+        return Selection(vendor, (), key, raw) if none_means_driver else None
+    if low in ("", "void") and key != f"{PREFIX}gpus":
+        return None
+    if low == "all":
+        return Selection(vendor, None, key, raw)
+    ids: list[str] = []
+    for item in value.split(","):
+        for ident in parse_item(key, raw, item.strip()):
+            if ident not in ids:
+                ids.append(ident)
+    return Selection(vendor, tuple(ids), key, raw)

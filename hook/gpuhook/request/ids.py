@@ -1,0 +1,61 @@
+"""GPU identifiers in requests: indices, ranges, PCI addresses, and each vendor's own UUID form. Pure.
+
+Checked by hand, not with `re` (milliseconds to import on the GPU path: see gpuhook.startup).
+"""
+
+from __future__ import annotations
+
+from gpuhook.errors import RequestError
+
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def parse_item(key: str, raw: str, item: str) -> list[str]:
+    """The normalised identifiers one comma item of a GPU list names; RequestError naming the forms."""
+    if is_decimal(item):
+        return [str(int(item))]
+    first, dash, last = item.partition("-")
+    if dash and is_decimal(first) and is_decimal(last) and int(first) <= int(last):
+        return [str(i) for i in range(int(first), int(last) + 1)]
+    from gpuhook.vendors.registry import all_vendors
+
+    for vendor in all_vendors():
+        ident = vendor.parse_id(item)
+        if ident is not None:
+            return [ident]
+    if pci_parts(item):
+        return [normalize_pci(item)]
+    raise RequestError(f"{key}={raw!r}: cannot read {item!r} as a GPU; expected all, none, an index (0), "
+                       "a range (0-3), a UUID (GPU-… or 0x…) or a PCI address (0000:3b:00.0)")
+
+
+def normalize_pci(address: str) -> str:
+    """A PCI address in the kernel's long form, lower case: 0000:3b:00.0."""
+    parts = pci_parts(address.strip())
+    if not parts:
+        raise RequestError(f"not a PCI address: {address!r}")
+    domain, bus, device, function = parts
+    return f"{int(domain or '0', 16):04x}:{int(bus, 16):02x}:{int(device, 16):02x}.{function}"
+
+
+def pci_parts(text: str) -> tuple[str, str, str, str] | None:
+    """[domain:]bus:device.function (domain 4-8 hex digits, bus and device 2, function 0-7), split; else None."""
+    rest, dot, function = text.rpartition(".")
+    fields = rest.split(":")
+    if not dot or len(function) != 1 or function not in "01234567" or len(fields) not in (2, 3):
+        return None
+    domain = fields[0] if len(fields) == 3 else ""
+    bus, device = fields[-2:]
+    if (domain and not is_hex(domain, 4, 8)) or not is_hex(bus, 2, 2) or not is_hex(device, 2, 2):
+        return None
+    return domain, bus, device, function
+
+
+def is_decimal(text: str) -> bool:
+    """ASCII digits only (str.isdigit also takes other scripts' digits)."""
+    return text.isascii() and text.isdigit()
+
+
+def is_hex(text: str, shortest: int, longest: int) -> bool:
+    """Hex digits only, between `shortest` and `longest` of them."""
+    return shortest <= len(text) <= longest and all(c in _HEX for c in text)

@@ -1,0 +1,92 @@
+"""Tuning annotations (clocks, power-limit, perf-level, compute-mode, exclusive, fine-grain-pcie, gfx-override).
+Pure; errors name the key and quote the value."""
+
+from __future__ import annotations
+
+from gpuhook.errors import RequestError
+from gpuhook.frozen import frozen
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+PERF_LEVELS = ("auto", "low", "high", "manual", "profile_standard", "profile_peak", "profile_min_sclk",
+               "profile_min_mclk", "perf_determinism")
+COMPUTE_MODES = ("default", "exclusive-process", "prohibited")
+KEYS = ("clocks", "power-limit", "perf-level", "compute-mode", "exclusive", "fine-grain-pcie", "gfx-override")
+
+
+@frozen
+class Tuning:
+    """Host settings a container asks for on its GPUs, and AMD runtime knobs (env)."""
+
+    clocks: tuple[int, int] | None = None  # graphics clock range, MHz
+    power_limit: int | None = None  # watts
+    perf_level: str | None = None  # AMD
+    compute_mode: str | None = None  # NVIDIA
+    exclusive: bool = False
+    env: tuple[str, ...] = ()
+
+    def touches_host(self) -> bool:
+        """Whether anything must be applied (and later restored) on the host."""
+        return any((self.clocks, self.power_limit, self.perf_level, self.compute_mode, self.exclusive))
+
+
+def parse_tuning(ours: Mapping[str, str]) -> Tuning:
+    """The tuning part of a container's gpuhook.dev/ annotations (keys without the prefix)."""
+    env = []
+    if _flag(ours, "fine-grain-pcie"):
+        env.append("HSA_FORCE_FINE_GRAIN_PCIE=1")
+    if "gfx-override" in ours:
+        value = ours["gfx-override"].strip()
+        parts = value.split(".")
+        if len(parts) != 3 or not all(p.isdigit() for p in parts):
+            _bad("gfx-override", ours["gfx-override"], "a gfx version such as 10.3.0")
+        env.append(f"HSA_OVERRIDE_GFX_VERSION={value}")
+    return Tuning(_clocks(ours), _watts(ours), _choice(ours, "perf-level", PERF_LEVELS),
+                  _choice(ours, "compute-mode", COMPUTE_MODES), _flag(ours, "exclusive"), tuple(env))
+
+
+def _bad(key: str, raw: str, expected: str) -> None:
+    raise RequestError(f"annotation gpuhook.dev/{key}={raw!r}: expected {expected}")
+
+
+def _clocks(ours: Mapping[str, str]) -> tuple[int, int] | None:
+    if "clocks" not in ours:
+        return None
+    raw = ours["clocks"]
+    low, sep, high = raw.strip().lower().removesuffix("mhz").partition("-")
+    if not low.strip().isdigit() or (sep and not high.strip().isdigit()):
+        _bad("clocks", raw, "MHz (1500) or a range (1200-1800)")
+    lo, hi = int(low), int(high) if sep else int(low)
+    if lo <= 0 or hi < lo:
+        _bad("clocks", raw, "a positive MHz value or a range whose first value is the lower")
+    return lo, hi
+
+
+def _watts(ours: Mapping[str, str]) -> int | None:
+    if "power-limit" not in ours:
+        return None
+    raw = ours["power-limit"]
+    value = raw.strip().lower().removesuffix("w").strip()
+    if not value.isdigit() or int(value) <= 0:
+        _bad("power-limit", raw, "watts, e.g. 300")
+    return int(value)
+
+
+def _choice(ours: Mapping[str, str], key: str, choices: tuple[str, ...]) -> str | None:
+    if key not in ours:
+        return None
+    value = ours[key].strip().lower()
+    if value not in choices:
+        _bad(key, ours[key], "one of " + ", ".join(choices))
+    return value
+
+
+def _flag(ours: Mapping[str, str], key: str) -> bool:
+    if key not in ours:
+        return False
+    value = ours[key].strip().lower()
+    if value not in ("true", "false"):
+        _bad(key, ours[key], "true or false")
+    return value == "true"

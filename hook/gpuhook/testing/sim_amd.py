@@ -1,0 +1,103 @@
+"""The simulator's amdgpu: KFD topology, DRM nodes and sysfs links, amdgpu tunables, ROCm trees, stub amd_smi."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from gpuhook.testing import stub_libs as stubs
+from gpuhook.testing.simulate import SIM_STATE, HostSpec, node, write
+
+RENDER_GID = 109
+VIDEO_GID = 44
+KFD_MAJOR, DRI_MAJOR = 511, 226
+
+
+def build(root: str, spec: HostSpec, count: int) -> None:
+    """KFD topology, DRM nodes and links, amdgpu sysfs, host ROCm trees and a stub libamd_smi."""
+    topo = "/sys/class/kfd/kfd/topology/nodes"
+    write(root, f"{topo}/0/properties", "cpu_cores_count 64\nsimd_count 0\nmem_banks_count 1\n"
+           "gfx_target_version 0\nvendor_id 0\ndevice_id 0\nlocation_id 0\ndomain 0\ndrm_render_minor 0\n")
+    write(root, f"{topo}/0/gpu_id", "0\n")
+    write(root, f"{topo}/0/name", "\n")
+    first_card = 1 if spec.bmc_card else 0
+    if spec.bmc_card:
+        _drm(root, "0000:02:00.0", "card0")
+        node(root, "/dev/dri/card0", DRI_MAJOR, 0, 0o660, VIDEO_GID)
+    for i in range(count):
+        bus = 0x80 + i
+        render_minor, card = 128 + i, first_card + i
+        write(root, f"{topo}/{i + 1}/properties",
+               f"cpu_cores_count 0\nsimd_count 304\nmem_banks_count 1\n"
+               f"gfx_target_version {spec.gfx_target_version}\nvendor_id 4098\ndevice_id 29857\n"
+               f"location_id {bus << 8}\ndomain 0\ndrm_render_minor {render_minor}\n"
+               f"unique_id {0x5A1E000000000000 + i}\n")
+        write(root, f"{topo}/{i + 1}/gpu_id", f"{1000 + i}\n")
+        write(root, f"{topo}/{i + 1}/name", "gfx942\n")
+        pci = f"0000:{bus:02x}:00.0"
+        _drm(root, pci, f"card{card}")
+        _drm(root, pci, f"renderD{render_minor}")
+        node(root, f"/dev/dri/card{card}", DRI_MAJOR, card, 0o660, VIDEO_GID)
+        node(root, f"/dev/dri/renderD{render_minor}", DRI_MAJOR, render_minor, 0o660, RENDER_GID)
+        _amdgpu_sysfs(root, f"/sys/devices/pci0000:00/{pci}")
+    node(root, "/dev/kfd", KFD_MAJOR, 0, 0o660, RENDER_GID)
+    if spec.amd_driver:
+        write(root, "/sys/module/amdgpu/version", spec.amd_driver + "\n")
+    for version in spec.host_rocm:
+        _rocm_tree(root, version, spec.rocm_data_mb)
+    if spec.host_rocm:
+        os.symlink(f"rocm-{spec.host_rocm[-1]}", root + "/opt/rocm")
+    if count and spec.amdsmi:
+        _amdsmi(root, spec, count)
+
+
+def _amdgpu_sysfs(root: str, device: str) -> None:
+    """amdgpu's tunables as plain files (writes replace the text: no kernel semantics behind them)."""
+    write(root, f"{device}/power_dpm_force_performance_level", "auto\n")
+    write(root, f"{device}/pp_dpm_sclk", "0: 500Mhz *\n1: 1200Mhz\n2: 1700Mhz\n3: 2100Mhz\n")
+    write(root, f"{device}/hwmon/hwmon0/power1_cap", "300000000\n")
+    write(root, f"{device}/hwmon/hwmon0/power1_cap_max", "750000000\n")
+
+
+def _amdsmi(root: str, spec: HostSpec, count: int) -> None:
+    """A stub libamd_smi.so with every symbol the amdsmi package binds, where amdsmi looks: /opt/rocm/lib."""
+    implemented = {"amdsmi_init", "amdsmi_shut_down", "amdsmi_get_socket_handles", "amdsmi_get_processor_handles",
+                   "amdsmi_get_gpu_device_bdf", "amdsmi_get_gpu_perf_level", "amdsmi_set_gpu_perf_level",
+                   "amdsmi_get_power_cap_info", "amdsmi_set_power_cap", "amdsmi_set_gpu_clk_range"}
+    rest = "".join(f"int {name}(void) {{ return 2; }}\n" for name in stubs.amdsmi_symbols() if name not in implemented)
+    os.makedirs(root + SIM_STATE, exist_ok=True)
+    lib = stubs.build("amd_smi.c", "libamd_smi.so", soname="libamd_smi.so",
+                      defines={"STUB_STATE": f'"{root}{SIM_STATE}/amdsmi"', "STUB_AMD_GPUS": str(count)},
+                      extra_code=rest)
+    lib_dir = os.path.realpath(root + "/opt/rocm") + "/lib" if os.path.islink(root + "/opt/rocm") else \
+        root + "/opt/rocm/lib"
+    os.makedirs(lib_dir, exist_ok=True)
+    shutil.copy2(lib, f"{lib_dir}/libamd_smi.so")
+
+
+def _drm(root: str, pci: str, name: str) -> None:
+    real = f"/sys/devices/pci0000:00/{pci}/drm/{name}"
+    os.makedirs(root + real, exist_ok=True)
+    write(root, f"{real}/dev", "\n")
+    os.makedirs(root + "/sys/class/drm", exist_ok=True)
+    link = f"{root}/sys/class/drm/{name}"
+    if not os.path.islink(link):
+        os.symlink("../../devices/pci0000:00/" + pci + "/drm/" + name, link)
+
+
+def _rocm_tree(root: str, version: str, data_mb: int) -> None:
+    """/opt/rocm-<version>: .info/version, a stub libamdhip64 with its SONAME, a stub rocminfo, sparse data."""
+    base = f"{root}/opt/rocm-{version}"
+    write(root, f"/opt/rocm-{version}/.info/version", f"{version}-66\n")
+    os.makedirs(f"{base}/lib", exist_ok=True)
+    major = version.split(".")[0]
+    so = f"libamdhip64.so.{major}"
+    lib = stubs.build("generic.c", f"libamdhip64.so.{version}", soname=so, defines={"STUB_NAME": f'"hip {version}"'})
+    shutil.copy2(lib, f"{base}/lib/libamdhip64.so.{version}")
+    os.symlink(f"libamdhip64.so.{version}", f"{base}/lib/{so}")
+    os.makedirs(f"{base}/bin", exist_ok=True)
+    shutil.copy2(stubs.build("tool.c", "rocminfo"), f"{base}/bin/rocminfo")
+    if data_mb:
+        os.makedirs(f"{base}/lib/rocblas/library", exist_ok=True)
+        with open(f"{base}/lib/rocblas/library/TensileLibrary_gfx942.dat", "wb") as f:
+            f.truncate(data_mb * 1024 * 1024)  # sparse: its size counts, its blocks cost nothing

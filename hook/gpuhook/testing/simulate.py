@@ -1,0 +1,78 @@
+"""Build a fake GPU host tree: procfs/sysfs text, real device nodes, real stub ELF libraries. Each vendor's
+part is its own builder (Vendor.simulate: sim_nvidia, sim_amd); this module holds what they share."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from dataclasses import dataclass
+
+from gpuhook.errors import SimulatorError
+from gpuhook.vendors.registry import all_vendors
+
+MARKER = ".gpuhook-simulated"
+SIM_STATE = "/var/lib/gpuhook-sim"  # the stub NVML's and amd_smi's state, under the simulated root
+@dataclass(frozen=True, slots=True)
+class HostSpec:
+    """What the simulated host has."""
+
+    nvidia: int = 0
+    amd: int = 0
+    nvidia_driver: str = "550.54.15"
+    cuda_version: int = 12040  # what the stub libcuda's cuDriverGetVersion reports
+    nvidia_arch: str = "9.0"  # compute capability the stub NVML reports for every GPU
+    nvidia_brand: int = 2  # nvmlBrandType_t the stub NVML reports (2: Tesla)
+    amd_driver: str | None = "6.7.0"  # None: the in-kernel amdgpu (no /sys/module/amdgpu/version)
+    gfx_target_version: int = 90402  # gfx942
+    bmc_card: bool = True  # a VGA card0 (a BMC) before the AMD GPUs' card nodes, as on servers
+    drivers_without_gpus: tuple[str, ...] = ()  # vendors whose driver is loaded even with no GPU
+    amdsmi: bool = True  # a stub libamd_smi.so in /opt/rocm/lib (else tuning falls back to amdgpu sysfs)
+    host_rocm: tuple[str, ...] = ()  # ROCm user-space trees under /opt/rocm-<version>; /opt/rocm -> the last
+    rocm_data_mb: int = 0  # a sparse data file of this size in each ROCm tree, like rocBLAS's kernel libraries
+    others: tuple[tuple[str, int], ...] = ()  # GPUs of vendors registered from outside: (name, count)
+
+    def gpus_of(self, vendor: str) -> int:
+        """How many GPUs of `vendor` the host has."""
+        return {"nvidia": self.nvidia, "amd": self.amd, **dict(self.others)}.get(vendor, 0)
+
+
+def build_host(root: str, spec: HostSpec) -> str:
+    """Create (or re-create) a simulated host at `root`; return its absolute path. Needs root for mknod."""
+    root = os.path.abspath(root)
+    _prepare(root)
+    for vendor in all_vendors():
+        count = spec.gpus_of(vendor.NAME)
+        if count or vendor.NAME in spec.drivers_without_gpus:
+            vendor.simulate(root, spec, count)
+    with open(os.path.join(root, MARKER), "w") as f:
+        f.write(f"nvidia={spec.nvidia} amd={spec.amd}\n")
+    return root
+
+
+def _prepare(root: str) -> None:
+    if os.path.isdir(root) and os.listdir(root):
+        if not os.path.exists(os.path.join(root, MARKER)):
+            raise SimulatorError(f"{root} is not empty and was not made by gpuhook simulate: "
+                                 "pick an empty or new directory")
+        shutil.rmtree(root)
+    os.makedirs(root, exist_ok=True)
+    if os.geteuid() != 0:
+        raise SimulatorError("simulate makes real device nodes (mknod) and must run as root")
+
+
+def write(root: str, path: str, text: str) -> None:
+    """A text file at host path `path` under `root` (its directories made)."""
+    full = root + path
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    with open(full, "w") as f:
+        f.write(text)
+
+
+def node(root: str, path: str, major: int, minor: int, mode: int, gid: int) -> None:
+    """A real character device node at host path `path` under `root`, owned by root:`gid`."""
+    full = root + path
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    os.mknod(full, stat.S_IFCHR | mode, os.makedev(major, minor))
+    os.chown(full, 0, gid)
+    os.chmod(full, mode)

@@ -1,0 +1,136 @@
+"""AMD tuning: through amdsmi where the host's libamd_smi loads, else amdgpu's sysfs files.
+Values are text: perf_level by name, sclk 'MIN-MAX' or 'default', power_cap in microwatts."""
+
+from __future__ import annotations
+
+import os
+
+from gpuhook.errors import TuningError
+from gpuhook.plan.tuning import Setting
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from gpuhook.host.root import Root
+
+_LEVELS = {"auto": "AUTO", "low": "LOW", "high": "HIGH", "manual": "MANUAL", "profile_standard": "STABLE_STD",
+           "profile_peak": "STABLE_PEAK", "profile_min_mclk": "STABLE_MIN_MCLK",
+           "profile_min_sclk": "STABLE_MIN_SCLK", "perf_determinism": "DETERMINISM"}
+
+
+class AmdSmiBackend:
+    """amdsmi (the package) on the host root's libamd_smi.so."""
+
+    def __init__(self, rocm_dir: str) -> None:
+        os.environ["ROCM_PATH"] = rocm_dir  # where amdsmi looks for lib/libamd_smi.so; this process only
+        import amdsmi
+
+        self._smi: ModuleType = amdsmi
+        try:
+            amdsmi.amdsmi_init()
+            self._handles = {amdsmi.amdsmi_get_gpu_device_bdf(h): h for h in amdsmi.amdsmi_get_processor_handles()}
+        except amdsmi.AmdSmiException as e:
+            raise TuningError(f"amdsmi cannot start: {e}") from e
+
+    def close(self) -> None:
+        """End the amdsmi session."""
+        self._smi.amdsmi_shut_down()
+
+    def get(self, s: Setting) -> str:
+        """The current value (a clock range cannot be read back: its original is 'default')."""
+        h = self._handle(s)
+        try:
+            if s.name == "perf_level":
+                name = self._smi.amdsmi_get_gpu_perf_level(h).removeprefix("AMDSMI_DEV_PERF_LEVEL_")
+                return next((k for k, v in _LEVELS.items() if v == name), name.lower())
+            if s.name == "power_cap":
+                return str(self._smi.amdsmi_get_power_cap_info(h)["power_cap"])
+            return "default"
+        except self._smi.AmdSmiException as e:
+            raise TuningError(f"amdsmi cannot read {s.name} of GPU {s.index} ({s.pci}): {e}") from e
+
+    def set(self, s: Setting, value: str) -> None:
+        """Apply a value; the clock range's 'default' comes back with the performance level's restore."""
+        h = self._handle(s)
+        try:
+            if s.name == "perf_level":
+                self._smi.amdsmi_set_gpu_perf_level(h, self._smi.AmdSmiDevPerfLevel[_LEVELS[value]])
+            elif s.name == "power_cap":
+                self._smi.amdsmi_set_power_cap(h, 0, int(value))
+            elif value != "default":
+                lo, hi = (int(x) for x in value.split("-"))
+                self._smi.amdsmi_set_gpu_clk_range(h, lo, hi, self._smi.AmdSmiClkType.SYS)
+        except self._smi.AmdSmiException as e:
+            raise TuningError(f"amdsmi cannot set {s.name}={value} on GPU {s.index} ({s.pci}): {e}") from e
+
+    def _handle(self, s: Setting) -> object:
+        if s.pci not in self._handles:
+            raise TuningError(f"amdsmi does not know GPU {s.pci}; it has {', '.join(self._handles) or 'none'}")
+        return self._handles[s.pci]
+
+
+class SysfsBackend:
+    """amdgpu's files in the GPU's PCI device directory under host_root."""
+
+    def __init__(self, root: Root) -> None:
+        self._root = root
+
+    def close(self) -> None:
+        """Nothing to close."""
+
+    def get(self, s: Setting) -> str:
+        """The current value."""
+        if s.name == "perf_level":
+            return self._read(s, "power_dpm_force_performance_level")
+        if s.name == "power_cap":
+            return self._read(s, self._hwmon(s))
+        return "default"
+
+    def set(self, s: Setting, value: str) -> None:
+        """Write a value; sclk writes the indices of the DPM levels inside the range (manual level needed)."""
+        if s.name == "perf_level":
+            self._write(s, "power_dpm_force_performance_level", value)
+        elif s.name == "power_cap":
+            self._write(s, self._hwmon(s), value)
+        elif value != "default":  # the kernel drops forced levels when the performance level leaves manual
+            lo, hi = (int(x) for x in value.split("-"))
+            levels = self._sclk_levels(s)
+            chosen = [str(i) for i, mhz in levels if lo <= mhz <= hi]
+            if not chosen:
+                have = ", ".join(str(m) for _, m in levels)
+                raise TuningError(f"GPU {s.index} ({s.pci}) has sclk levels {have} MHz: none within {value}")
+            self._write(s, "pp_dpm_sclk", " ".join(chosen))
+
+    def _sclk_levels(self, s: Setting) -> list[tuple[int, int]]:
+        levels = []
+        for line in self._read(s, "pp_dpm_sclk").splitlines():
+            index, _, rest = line.partition(":")
+            mhz = rest.strip().lower().split("mhz")[0].strip()
+            if index.strip().isdigit() and mhz.isdigit():
+                levels.append((int(index), int(mhz)))
+        if not levels:
+            raise TuningError(f"cannot read the sclk levels of GPU {s.index} ({s.pci}) from pp_dpm_sclk")
+        return levels
+
+    def _hwmon(self, s: Setting) -> str:
+        import glob  # re and fnmatch, only for the power cap's hwmon lookup
+
+        found = sorted(glob.glob(self._root.lexical(f"{s.device}/hwmon/hwmon*/power1_cap")))
+        if not found:
+            raise TuningError(f"GPU {s.index} ({s.pci}) has no hwmon power1_cap")
+        return os.path.relpath(found[0], self._root.lexical(s.device))
+
+    def _read(self, s: Setting, name: str) -> str:
+        try:
+            with open(self._root.lexical(f"{s.device}/{name}")) as f:
+                return f.read().strip()
+        except OSError as e:
+            raise TuningError(f"cannot read {name} of GPU {s.index} ({s.pci}): {e.strerror}") from e
+
+    def _write(self, s: Setting, name: str, value: str) -> None:
+        try:
+            with open(self._root.lexical(f"{s.device}/{name}"), "w") as f:
+                f.write(value + "\n")
+        except OSError as e:
+            raise TuningError(f"cannot write {value} to {name} of GPU {s.index} ({s.pci}): {e.strerror}") from e

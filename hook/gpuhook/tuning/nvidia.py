@@ -1,0 +1,62 @@
+"""NVIDIA tuning through NVML (pynvml bound to the host root's libnvidia-ml): locked clocks, power limit,
+compute mode. Values are text: clocks 'MIN-MAX' or 'unlocked', power in milliwatts, compute mode by name."""
+
+from __future__ import annotations
+
+from gpuhook.errors import TuningError
+from gpuhook.plan.tuning import Setting
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import ModuleType
+
+_MODES = {"default": 0, "prohibited": 2, "exclusive-process": 3}
+
+
+class NvmlBackend:
+    """Reads and writes NVIDIA GPU settings; holds one NVML session until close()."""
+
+    def __init__(self, library: str) -> None:
+        from gpuhook.host import nvml
+
+        self._session = nvml.session(library)
+        self._nvml: ModuleType = self._session.__enter__()
+
+    def close(self) -> None:
+        """End the NVML session."""
+        self._session.__exit__(None, None, None)
+
+    def get(self, s: Setting) -> str:
+        """The current value (locked clocks cannot be read back: their original is 'unlocked')."""
+        h = self._handle(s)
+        try:
+            if s.name == "clocks":
+                return "unlocked"
+            if s.name == "power_limit":
+                return str(self._nvml.nvmlDeviceGetPowerManagementLimit(h))
+            mode = self._nvml.nvmlDeviceGetComputeMode(h)
+            return next((k for k, v in _MODES.items() if v == mode), str(mode))
+        except self._nvml.NVMLError as e:
+            raise TuningError(f"NVML cannot read {s.name} of GPU {s.index} ({s.gpu}): {e}") from e
+
+    def set(self, s: Setting, value: str) -> None:
+        """Apply a value on the host GPU."""
+        h = self._handle(s)
+        try:
+            if s.name == "clocks" and value == "unlocked":
+                self._nvml.nvmlDeviceResetGpuLockedClocks(h)
+            elif s.name == "clocks":
+                lo, hi = (int(x) for x in value.split("-"))
+                self._nvml.nvmlDeviceSetGpuLockedClocks(h, lo, hi)
+            elif s.name == "power_limit":
+                self._nvml.nvmlDeviceSetPowerManagementLimit(h, int(value))
+            else:
+                self._nvml.nvmlDeviceSetComputeMode(h, _MODES[value] if value in _MODES else int(value))
+        except self._nvml.NVMLError as e:
+            raise TuningError(f"NVML cannot set {s.name}={value} on GPU {s.index} ({s.gpu}): {e}") from e
+
+    def _handle(self, s: Setting) -> object:
+        try:
+            return self._nvml.nvmlDeviceGetHandleByUUID(s.device)
+        except self._nvml.NVMLError as e:
+            raise TuningError(f"NVML does not know GPU {s.gpu}: {e}") from e

@@ -1,0 +1,163 @@
+"""Apply and restore host tuning for containers, through the ledger and the vendor backends.
+
+The first holder of a setting records the original and applies; a later container asking the same value
+joins; a different value on a held GPU is refused before anything changes; the last holder leaving
+restores. A failure half-way rolls back what this container applied. Holders are identified by their init
+process and its start time, so a container that died (or whose runtime lost its state) is recognised.
+"""
+
+from __future__ import annotations
+
+from gpuhook.errors import PolicyError, TuningError
+from gpuhook.frozen import frozen
+from gpuhook.host.processes import holder_alive
+from gpuhook.plan.tuning import Setting
+from gpuhook.tuning import ledger
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any
+
+    from gpuhook.tuning.backends import Backend
+
+
+@frozen
+class Holder:
+    """A container holding settings or a lease."""
+
+    id: str
+    pid: int
+    start: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """For the ledger."""
+        return {"id": self.id, "pid": self.pid, "start": self.start}
+
+
+if TYPE_CHECKING:
+    Backends = Callable[[str], Backend]  # vendor -> its backend, made on first use
+
+
+
+def acquire(state_dir: str, me: Holder, settings: Sequence[Setting], exclusive: Sequence[str], backends: Backends,
+            other_users: Callable[[str], list[str]] = lambda gpu: []) -> None:
+    """Take `exclusive` leases (GPU names) and apply `settings` for container `me`; all or nothing."""
+    with ledger.locked(state_dir) as state:
+        _sweep(state_dir, state, backends)
+        _check(state, me, settings, exclusive, other_users)
+        done: list[str] = []
+        try:
+            for s in settings:
+                done.append(s.key)  # before applying: a setting that fails half-way is rolled back too
+                _apply(state_dir, state, me, s, backends)
+            for gpu in exclusive:
+                state["leases"][gpu] = me.as_dict()
+            ledger.save(state_dir, state)
+        except (TuningError, OSError) as e:
+            problems = _release_keys(state, me.id, reversed(done), backends)
+            ledger.save(state_dir, state)
+            extra = f" (and restoring failed: {'; '.join(problems)})" if problems else ""
+            raise TuningError(f"{e}; what this container had applied was rolled back{extra}") from e
+
+
+def release(state_dir: str, holder_id: str, backends: Backends) -> list[str]:
+    """Drop `holder_id`'s holdings and leases, restoring what nobody else holds; the problems, if any."""
+    with ledger.locked(state_dir) as state:
+        problems = _release_holder(state, holder_id, backends)
+        ledger.save(state_dir, state)
+        return problems
+
+
+def sweep(state_dir: str, backends: Backends) -> list[str]:
+    """Release every holder whose container is gone and retry restores that failed; the problems."""
+    with ledger.locked(state_dir) as state:
+        problems = _sweep(state_dir, state, backends)
+        ledger.save(state_dir, state)
+        return problems
+
+
+def _sweep(state_dir: str, state: ledger.State, backends: Backends) -> list[str]:
+    dead = {h["id"] for e in state["settings"].values() for h in e["holders"] if not holder_alive(h)}
+    dead |= {h["id"] for h in state["leases"].values() if not holder_alive(h)}
+    problems: list[str] = []
+    for holder_id in sorted(dead):
+        problems += _release_holder(state, holder_id, backends)
+    orphans = [k for k, e in state["settings"].items() if not e["holders"]]  # a restore that failed before
+    problems += _release_keys(state, "", orphans, backends)
+    return problems
+
+
+def _release_holder(state: ledger.State, holder_id: str, backends: Backends) -> list[str]:
+    """Drop one holder's settings (newest first, restoring what nobody else holds) and its leases."""
+    keys = sorted((k for k, e in state["settings"].items() if holder_id in _ids(e)),
+                  key=lambda k: state["settings"][k]["seq"], reverse=True)
+    problems = _release_keys(state, holder_id, keys, backends)
+    for gpu in [g for g, h in state["leases"].items() if h.get("id") == holder_id]:
+        del state["leases"][gpu]
+    return problems
+
+
+def _check(state: ledger.State, me: Holder, settings: Sequence[Setting], exclusive: Sequence[str],
+           other_users: Callable[[str], list[str]]) -> None:
+    """Refuse before anything changes: a lease held by another, a different value held by another."""
+    gpus = {s.gpu for s in settings} | set(exclusive)
+    for gpu in sorted(gpus):
+        lease = state["leases"].get(gpu)
+        if lease and lease["id"] != me.id:
+            raise PolicyError(f"GPU {gpu} is held exclusively by container {lease['id']}: wait for it to stop or "
+                              "pick other GPUs")
+    for gpu in exclusive:
+        users = sorted({h["id"] for k, e in state["settings"].items() if e["gpu"] == gpu for h in e["holders"]
+                        if h["id"] != me.id} | set(u for u in other_users(gpu) if u != me.id))
+        if users:
+            raise PolicyError(f"gpuhook.dev/exclusive: GPU {gpu} is in use by container {users[0]}"
+                              + (f" and {len(users) - 1} more" if len(users) > 1 else "") + ": wait for it to stop")
+    for s in settings:
+        entry = state["settings"].get(s.key)
+        if entry and entry["holders"] and entry["value"] != s.value:
+            holder = entry["holders"][0]["id"]
+            raise PolicyError(f"GPU {s.index} ({s.gpu}) has {s.name} {entry['value']} set for container {holder}; "
+                              f"this container asks {s.value}: ask for the same value, another GPU, or wait")
+
+
+def _apply(state_dir: str, state: ledger.State, me: Holder, s: Setting, backends: Backends) -> None:
+    entry = state["settings"].get(s.key)
+    if entry and entry["holders"]:
+        if me.id not in _ids(entry):
+            entry["holders"].append(me.as_dict())
+            ledger.save(state_dir, state)
+        return
+    backend = backends(s.vendor)
+    original = entry["original"] if entry else backend.get(s)
+    state["seq"] += 1
+    state["settings"][s.key] = {"vendor": s.vendor, "gpu": s.gpu, "index": s.index, "pci": s.pci,
+                                "device": s.device, "name": s.name, "original": original, "value": s.value,
+                                "holders": [me.as_dict()], "seq": state["seq"]}
+    ledger.save(state_dir, state)  # the original is on disk before the host changes
+    if original != s.value:
+        backend.set(s, s.value)
+
+
+def _release_keys(state: ledger.State, holder_id: str, keys: Any, backends: Backends) -> list[str]:
+    problems = []
+    for key in list(keys):
+        entry = state["settings"].get(key)
+        if entry is None:
+            continue
+        entry["holders"] = [h for h in entry["holders"] if h["id"] != holder_id]
+        if entry["holders"]:
+            continue
+        s = Setting(entry["vendor"], entry["gpu"], entry["index"], entry["pci"], entry["device"], entry["name"],
+                    entry["value"])
+        try:
+            if entry["original"] != entry["value"]:
+                backends(s.vendor).set(s, entry["original"])
+            del state["settings"][key]
+        except (TuningError, OSError) as e:
+            problems.append(f"restoring {s.name} of GPU {s.gpu} to {entry['original']}: {e}")
+    return problems
+
+
+def _ids(entry: dict[str, Any]) -> set[str]:
+    return {h["id"] for h in entry["holders"]}

@@ -1,0 +1,144 @@
+"""The GPU vendors gpuhook knows, each one module behind the `Vendor` protocol, and the registry of them.
+
+Everything that differs between vendors is a member of the protocol: nothing outside vendors/ tests a
+vendor's name to pick a behaviour, and a name the registry does not know is an error, never a default.
+A built-in vendor is a module in this folder named in BUILTIN (whose order is the order of discovery,
+listings and messages); `register` adds one from outside (a plugin, a test) for the life of the process.
+A vendor's request env key must end in `_VISIBLE_DEVICES`: the runtime's pass-through path looks for that
+text (and `gpuhook.dev/`) before it loads any vendor, so every vendor's requests are seen without it.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Protocol
+
+    from gpuhook.config import Policy
+    from gpuhook.edits import DeviceNode, Edits
+    from gpuhook.host.inventory import Gpu, VendorInventory
+    from gpuhook.host.root import Root
+    from gpuhook.plan.tuning import Setting
+    from gpuhook.request.tuning import Tuning
+    from gpuhook.testing.simulate import HostSpec
+    from gpuhook.tuning.backends import Backend
+else:
+    Protocol = object
+
+BUILTIN = ("nvidia", "amd")
+MARKER_SUFFIX = "_VISIBLE_DEVICES"
+
+
+class Vendor(Protocol):
+    """What a vendor module provides. Discovery and the procfs copy read the host; everything else is pure,
+    except `backend` (which the tuning hooks alone call) and `simulate` (the simulator's builder)."""
+
+    NAME: str  # as in gpuhook.dev/vendor=
+    LABEL: str  # in messages
+    ENV_KEY: str  # the env request images carry, e.g. NVIDIA_VISIBLE_DEVICES
+    NONE_MEANS_DRIVER: bool  # ENV_KEY=none asks for the driver without any GPU (NVIDIA's convention)
+    CAPABILITIES_ENV: str | None  # the env that names driver capabilities, if the vendor has one
+    CDI_KIND: str  # e.g. nvidia.com/gpu
+
+    def parse_id(self, item: str) -> str | None:
+        """The vendor's own identifier form (a UUID) normalised, or None when `item` is not one."""
+        ...
+
+    def discover(self, root: Root) -> VendorInventory | None:
+        """The vendor's driver, GPUs, nodes and files on the host; None when its driver is absent. Reads."""
+        ...
+
+    def plan(self, inv: VendorInventory, gpus: Sequence[Gpu], capabilities: frozenset[str],
+             host_base: str) -> Edits:
+        """Edits that give a container `gpus` (and the driver parts for `capabilities`)."""
+        ...
+
+    def claims(self, gpu: Gpu) -> tuple[DeviceNode, ...]:
+        """The nodes whose presence in a spec means the container already has this GPU (a device plugin's)."""
+        ...
+
+    def hardening(self, policy: Policy) -> Edits:
+        """What every container of this vendor gets by default ([policy] switches)."""
+        ...
+
+    def procfs_files(self, root: Root, gpus: Sequence[Gpu], policy: Policy) -> tuple[str, dict[str, str]] | None:
+        """(procfs directory, its files' texts) to copy read-only over the container's own; None for none.
+        Reads the host."""
+        ...
+
+    def settings(self, tuning: Tuning, gpu: Gpu) -> tuple[Setting, ...]:
+        """The host settings that give `gpu` what `tuning` asks; RequestError for another vendor's keys."""
+        ...
+
+    def backend(self, root: Root) -> Backend:
+        """The tuning backend for this vendor's GPUs under `root` (the caller closes it). Loads libraries."""
+        ...
+
+    def labels(self, inv: VendorInventory, root: Root) -> dict[str, str]:
+        """Node labels beyond presence, count and driver (keys without the gpuhook-<vendor>. prefix)."""
+        ...
+
+    def checks(self, inv: VendorInventory) -> tuple[tuple[str, str, str], ...]:
+        """Doctor findings (level, what, fix) beyond the device nodes."""
+        ...
+
+    def simulate(self, root: str, spec: HostSpec, count: int) -> None:
+        """Add this vendor's driver and `count` GPUs to the simulated host at `root`. Writes files, mknod."""
+        ...
+
+
+_registered: list[Vendor] = []
+_cache: tuple[Vendor, ...] | None = None
+
+
+def all_vendors() -> tuple[Vendor, ...]:
+    """Every vendor gpuhook knows, built-in ones first, in a stable order."""
+    global _cache
+    if _cache is None:
+        builtin: list[Vendor] = [__import__(f"gpuhook.vendors.{name}", fromlist=["NAME"]) for name in BUILTIN]
+        _cache = (*builtin, *_registered)
+    return _cache
+
+
+def register(vendor: Vendor) -> None:
+    """Add a vendor for the rest of this process (a plugin or a test); ValueError for a name taken or an env key
+    the pass-through path would not notice."""
+    global _cache
+    if vendor.NAME in names():
+        raise ValueError(f"vendor {vendor.NAME!r} is already registered")
+    if not vendor.ENV_KEY.endswith(MARKER_SUFFIX):
+        raise ValueError(f"vendor {vendor.NAME!r}: its env key {vendor.ENV_KEY!r} must end in {MARKER_SUFFIX}")
+    _registered.append(vendor)
+    _cache = None
+
+
+def unregister(name: str) -> None:
+    """Drop a vendor `register` added."""
+    global _cache
+    _registered[:] = [v for v in _registered if name != v.NAME]
+    _cache = None
+
+
+def names() -> tuple[str, ...]:
+    """The known vendors' names."""
+    return tuple(v.NAME for v in all_vendors())
+
+
+def get(name: str) -> Vendor:
+    """The vendor called `name`; KeyError naming the known ones otherwise (an internal error: names come from
+    the registry itself, and requests are checked against `names()` first)."""
+    for v in all_vendors():
+        if name == v.NAME:
+            return v
+    raise KeyError(f"unknown GPU vendor {name!r}; gpuhook knows {', '.join(names())}")
+
+
+def env_keys() -> tuple[str, ...]:
+    """Every vendor's request env key, in vendor order."""
+    return tuple(v.ENV_KEY for v in all_vendors())
+
+
+def markers() -> tuple[bytes, ...]:
+    """Byte strings whose presence in a config.json may mean a GPU request."""
+    return (b"gpuhook.dev/", *(k.encode() for k in env_keys()))

@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pytest
+
+from gpuhook.apply.cdi import CdiError, build, to_yaml
+from gpuhook.host.discover import discover
+from gpuhook.host.root import Root
+from gpuhook.vendors import amd, nvidia
+
+FakeHost = Callable[..., str]
+CAPS = frozenset({"compute", "utility"})
+
+
+def test_nvidia_spec(fake_host: FakeHost) -> None:
+    host = fake_host(nvidia=2)
+    spec, warnings = build(nvidia, discover(Root(host)).vendor("nvidia"), host, CAPS, "/usr/local/bin/gpuhook",  # type: ignore[arg-type]
+                           "/etc/gpuhook/config.toml")
+    assert warnings == [] and spec["cdiVersion"] == "0.5.0" and spec["kind"] == "nvidia.com/gpu"
+    names = [d["name"] for d in spec["devices"]]
+    assert names[:2] == ["0", "1"] and names[-1] == "all" and names[2].startswith("GPU-")
+    (node,) = spec["devices"][1]["containerEdits"]["deviceNodes"]
+    assert (node["path"], node["hostPath"], node["major"], node["minor"]) == ("/dev/nvidia1", f"{host}/dev/nvidia1",
+                                                                             195, 1)
+    common = spec["containerEdits"]
+    assert {n["path"] for n in common["deviceNodes"]} == {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"}
+    assert any(m["containerPath"].endswith("libcuda.so.550.54.15") and "ro" in m["options"] for m in common["mounts"])
+    (hook,) = common["hooks"]
+    assert hook["hookName"] == "createContainer" and hook["args"][:3] == ["gpuhook", "hook", "update-ldcache"]
+    assert "--folder" in hook["args"] and common["env"] == ["NVIDIA_VISIBLE_DEVICES=void"]
+
+
+def test_amd_spec_needs_0_7_for_groups_and_an_older_target_drops_them(fake_host: FakeHost) -> None:
+    host = fake_host(amd=2)
+    inv = discover(Root(host)).vendor("amd")
+    spec, _ = build(amd, inv, host, CAPS, "/g", "/c")  # type: ignore[arg-type]
+    assert spec["cdiVersion"] == "0.7.0" and spec["containerEdits"]["additionalGids"] == [109, 44]
+    assert [n["path"] for n in spec["devices"][0]["containerEdits"]["deviceNodes"]] == ["/dev/dri/renderD128",
+                                                                                        "/dev/dri/card1"]
+    old, warnings = build(amd, inv, host, CAPS, "/g", "/c", "0.5.0")  # type: ignore[arg-type]
+    assert old["cdiVersion"] == "0.5.0" and "additionalGids" not in old["containerEdits"]
+    assert "dropped [109, 44]" in warnings[0]
+    with pytest.raises(CdiError, match=r"0\.5\.0 is the oldest"):
+        build(amd, inv, host, CAPS, "/g", "/c", "0.4.0")  # type: ignore[arg-type]
+
+
+def test_no_gpus_no_spec(fake_host: FakeHost) -> None:
+    host = fake_host(drivers_without_gpus=("amd",))
+    with pytest.raises(CdiError, match="lists no GPUs"):
+        build(amd, discover(Root(host)).vendor("amd"), host, CAPS, "/g", "/c")  # type: ignore[arg-type]
+
+
+def test_yaml_is_block_style_with_json_scalars() -> None:
+    text = to_yaml({"a": "x", "b": [{"c": 1, "d": ["e"]}], "f": [], "g": {"h": True}})
+    assert text == 'a: "x"\nb:\n  - c: 1\n    d:\n      - "e"\nf: []\ng:\n  h: true'
+    assert json.loads(to_yaml("he said \"hi\"")) == 'he said "hi"'

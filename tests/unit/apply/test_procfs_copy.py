@@ -1,0 +1,27 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from gpuhook.apply import procfs_copy
+from gpuhook.config import Policy
+from gpuhook.host.inventory import Gpu
+from gpuhook.host.root import Root
+from gpuhook.plan.prepare import ProcfsCopy
+from gpuhook.vendors import nvidia
+
+from ...conftest import FakeHost
+
+
+def test_nvidia_procfs_copy_is_shared_and_only_names_own_gpus(fake_host: FakeHost, tmp_path: Path) -> None:
+    root = Root(fake_host(nvidia=2))
+    gpu1 = Gpu("nvidia", 1, "GPU-1", "0000:11:00.0", "H100", ())
+    found = nvidia.procfs_files(root, [gpu1], Policy())
+    assert found is not None
+    copy = ProcfsCopy("nvidia", found[0], tuple(sorted(found[1].items())))
+    first = procfs_copy.write(str(tmp_path), copy).source
+    assert procfs_copy.write(str(tmp_path), copy).source == first  # shared by content
+    assert os.listdir(f"{first}/nvidia/gpus") == ["0000:11:00.0"]
+    params = Path(f"{first}/nvidia/params").read_text()
+    assert "ModifyDeviceFiles: 0" in params and "DeviceFileMode: 438" in params
+    assert oct(os.stat(f"{first}/nvidia/params").st_mode & 0o777) == "0o444"

@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from gpuhook.apply.spec import apply_edits, load_spec, rootfs, write_atomic
+from gpuhook.edits import DeviceRule, Edits, Mount
+from gpuhook.errors import SpecError
+from gpuhook.host.inventory import DeviceNode
+
+NODE = DeviceNode("/dev/nvidia0", "c", 195, 0, 0o666, 0, 0)
+EDITS = Edits(device_nodes=(NODE,), device_rules=(DeviceRule("c", 195, 0),),
+              mounts=(Mount("/h/libcuda.so.1.2", "/usr/lib/libcuda.so.1.2"),), env=("A=new",),
+              additional_gids=(109,), ldcache_dirs=("/usr/lib",))
+SPEC = {"ociVersion": "1.0.2", "x-unknown": {"keep": [1, 2]}, "process": {"env": ["A=old", "B=1"],
+                                                                           "user": {"uid": 0, "gid": 0}},
+        "linux": {"resources": {"devices": [{"allow": False, "access": "rwm"}]}}, "mounts": []}
+
+
+def test_apply_adds_everything_and_keeps_unknown_fields() -> None:
+    out = apply_edits(SPEC, EDITS, "/b/rootfs", "/sbin/ldconfig")
+    assert out["x-unknown"] == {"keep": [1, 2]}
+    assert out["linux"]["devices"] == [{"path": "/dev/nvidia0", "type": "c", "major": 195, "minor": 0,
+                                        "fileMode": 0o666, "uid": 0, "gid": 0}]
+    assert out["linux"]["resources"]["devices"][-1] == {"allow": True, "type": "c", "major": 195, "minor": 0,
+                                                        "access": "rwm"}
+    assert out["mounts"] == [{"destination": "/usr/lib/libcuda.so.1.2", "type": "bind",
+                              "source": "/h/libcuda.so.1.2", "options": ["ro", "nosuid", "nodev", "bind"]}]
+    assert out["process"]["env"] == ["B=1", "A=new"]
+    assert out["process"]["user"]["additionalGids"] == [109]
+    (hook,) = out["hooks"]["createContainer"]
+    assert hook["path"] == "/sbin/ldconfig" and hook["args"] == ["ldconfig", "-r", "/b/rootfs", "/usr/lib"]
+    assert all(not e.startswith(("LD_", "PYTHON")) for e in hook["env"])
+    assert SPEC["mounts"] == []  # the input is not mutated
+
+
+def test_apply_is_idempotent() -> None:
+    once = apply_edits(SPEC, EDITS, "/b/rootfs", "/sbin/ldconfig")
+    assert apply_edits(once, EDITS, "/b/rootfs", "/sbin/ldconfig") == once
+
+
+def test_existing_mount_destination_is_left_alone() -> None:
+    spec = {**SPEC, "mounts": [{"destination": "/usr/lib/libcuda.so.1.2", "type": "bind", "source": "/mine"}]}
+    out = apply_edits(spec, EDITS, "/b/rootfs", "/sbin/ldconfig")
+    assert out["mounts"] == spec["mounts"]
+
+
+def test_rootfs_relative_to_bundle() -> None:
+    assert rootfs({"root": {"path": "rootfs"}}, "/run/b") == "/run/b/rootfs"
+    assert rootfs({"root": {"path": "/abs/root"}}, "/run/b") == "/abs/root"
+
+
+@pytest.mark.parametrize("data", [b"{not json", b"[1,2]", b""], ids=["broken", "array", "empty"])
+def test_load_spec_errors(data: bytes) -> None:
+    with pytest.raises(SpecError, match=r"config\.json"):
+        load_spec(data, "/b/config.json")
+
+
+def test_write_atomic_keeps_mode_and_leaves_no_temp(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text("{}")
+    os.chmod(path, 0o600)
+    write_atomic(str(path), {"a": 1})
+    assert json.loads(path.read_text()) == {"a": 1}
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert os.listdir(tmp_path) == ["config.json"]

@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from gpuhook.cli import doctor
+from gpuhook.cli.doctor import run_checks
+from gpuhook.config import Config
+from gpuhook.engines import registration as engines
+
+FakeHost = Callable[..., str]
+
+
+def _levels(findings: list) -> dict[str, str]:  # type: ignore[type-arg]
+    return {f.what: f.level for f in findings}
+
+
+@pytest.fixture(autouse=True)
+def _no_real_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This machine's runc is its own finding (test_runtime_finding); the other tests are about the host tree."""
+    monkeypatch.setattr(doctor, "_runtime", lambda runtime: [])
+
+
+def test_healthy_host(fake_host: FakeHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(engines, "DEFAULT_PATHS", {})
+    findings = run_checks(Config(path="c", host_root=fake_host(nvidia=1, amd=1), state_dir=str(tmp_path / "s")))
+    assert all(f.level == "ok" for f in findings), findings
+    assert any("amd device nodes present (groups 44, 109)" in f.what for f in findings)
+
+
+def test_missing_node_fails_with_the_fix(fake_host: FakeHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(engines, "DEFAULT_PATHS", {})
+    host = fake_host(nvidia=2)
+    os.unlink(host + "/dev/nvidia1")
+    (bad,) = [f for f in run_checks(Config(path="c", host_root=host, state_dir=str(tmp_path))) if f.level != "ok"]
+    assert bad.level == "fail" and "/dev/nvidia1" in bad.what and "nvidia-modprobe" in bad.fix
+
+
+def test_engine_registration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_host: FakeHost) -> None:
+    daemon, crio = tmp_path / "daemon.json", tmp_path / "crio.toml"
+    daemon.write_text('{"runtimes": {"gpuhook": {"path": "/usr/local/bin/gpuhook-runtime"}}}')
+    crio.write_text("[crio.runtime]\n")
+    monkeypatch.setattr(engines, "DEFAULT_PATHS", {"docker": str(daemon), "crio": str(crio),
+                                                   "podman": str(tmp_path / "absent.json")})
+    levels = _levels(run_checks(Config(path="c", host_root=fake_host(amd=1), state_dir=str(tmp_path / "s"))))
+    assert levels[f"docker: gpuhook registered in {daemon}"] == "ok"
+    assert levels[f"crio: gpuhook not registered in {crio}"] == "warn"
+    assert not any("podman" in what for what in levels)  # not installed: not reported
+
+
+@pytest.mark.parametrize(("text", "affected"), [
+    ("runc version 1.1.5+ds1", True), ("runc version 1.1.13", True), ("runc version 1.1.14", False),
+    ("runc version 1.2.0-rc.2", True), ("runc version 1.2.0", False), ("runc version 1.3.1", False),
+    ("crun version 1.8", False)], ids=lambda v: str(v))
+def test_runc_cve_2024_45310(text: str, affected: bool) -> None:
+    from gpuhook.cli.doctor import runc_affected_by_cve_2024_45310
+
+    assert runc_affected_by_cve_2024_45310(text) is affected
+
+
+@pytest.mark.parametrize(("version", "level"), [("runc version 1.1.5+ds1", "warn"), ("runc version 1.1.15", "ok")])
+def test_runtime_finding(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: str, level: str) -> None:
+    monkeypatch.undo()
+    runtime = tmp_path / "runc"
+    runtime.write_text(f"#!/bin/sh\necho '{version}'\n")
+    runtime.chmod(0o755)
+    (finding,) = doctor._runtime(str(runtime))
+    assert finding.level == level and version in finding.what
+    if level == "warn":
+        assert "CVE-2024-45310" in finding.what and "1.1.14" in finding.fix

@@ -1,0 +1,38 @@
+"""The shim's GPU path as a whole (prepare): what it discovers, and what its errors say."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpuhook.cli.inject import Prepared, prepare
+from gpuhook.config import Config
+from gpuhook.errors import PlanError
+from gpuhook.logs import _Discard
+from gpuhook.testing.bundle import oci_config
+
+from ...conftest import FakeHost
+
+
+def _prepare(host: str, tmp_path: Path, annotations: dict[str, str]) -> Prepared:
+    (tmp_path / "b" / "rootfs" / "dev").mkdir(parents=True, exist_ok=True)
+    config = Config(path="c", host_root=host, state_dir=str(tmp_path / "state"))
+    prepared = prepare(oci_config(["true"], annotations=annotations), str(tmp_path / "b"), config, _Discard())
+    assert prepared is not None
+    return prepared
+
+
+def test_a_named_vendor_gets_its_gpus_on_a_mixed_host(fake_host: FakeHost, tmp_path: Path) -> None:
+    prepared = _prepare(fake_host(nvidia=2, amd=2), tmp_path, {"gpuhook.dev/gpus": "all", "gpuhook.dev/vendor": "amd"})
+    assert "/dev/kfd" in {n.path for n in prepared.edits.device_nodes}
+    assert not [n for n in prepared.edits.device_nodes if "nvidia" in n.path]
+
+
+@pytest.mark.parametrize(("host", "says"), [({"nvidia": 2}, "the host has 2 NVIDIA GPUs"),
+                                             ({}, "no GPU driver")], ids=["nvidia-host", "no-gpus"])
+def test_a_missing_vendor_is_reported_with_what_the_host_has(fake_host: FakeHost, tmp_path: Path,
+                                                             host: dict[str, int], says: str) -> None:
+    with pytest.raises(PlanError, match="asks for AMD GPUs but") as e:
+        _prepare(fake_host(**host), tmp_path, {"gpuhook.dev/gpus": "0", "gpuhook.dev/vendor": "amd"})
+    assert says in str(e.value)

@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+import pytest
+
+from gpuhook.cli.shim import RuncArgs
+
+CASES = [
+    ("containerd", ["--root", "/run/containerd/runc/k8s.io", "--log", "/run/x/log.json", "--log-format", "json",
+                    "--systemd-cgroup", "create", "--bundle", "/run/b", "--pid-file", "/run/b/init.pid", "cid"],
+     ("create", "/run/b", "cid", "/run/x/log.json", "json")),
+    ("equals forms", ["--log=/l", "--log-format=json", "run", "--bundle=/b", "-d", "id1"],
+     ("run", "/b", "id1", "/l", "json")),
+    ("short bundle, default cwd", ["create", "-b", "bdir", "c2"], ("create", "bdir", "c2", None, "text")),
+    ("no bundle", ["run", "c3"], ("run", ".", "c3", None, "text")),
+    ("pass-through command", ["--root", "/r", "delete", "--force", "c4"], ("delete", ".", "c4", None, "text")),
+    ("pid-file value not taken as id", ["create", "--pid-file", "p", "--console-socket", "s", "c5"],
+     ("create", ".", "c5", None, "text")),
+    ("version", ["--version"], (None, ".", "", None, "text")),
+]
+
+
+@pytest.mark.parametrize(("argv", "expect"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_runc_args(argv: list[str], expect: tuple[object, ...]) -> None:
+    a = RuncArgs(argv)
+    assert (a.command, a.bundle, a.container_id, a.log, a.log_format) == expect

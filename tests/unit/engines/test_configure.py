@@ -1,0 +1,149 @@
+"""gpuhook configure: round trips on real-world engine configs, idempotence, revert to the original bytes."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from gpuhook.cli import admin as cli
+from gpuhook.engines.files import configure, revert
+from gpuhook.engines.registration import Wanted
+from gpuhook.errors import EngineConfigError
+
+W = Wanted("/usr/local/bin/gpuhook-runtime", "/usr/local/bin/gpuhook", "/etc/gpuhook/config.toml")
+
+DOCKER = """{
+  "data-root": "/srv/docker",
+  "runtimes": {"nvidia": {"path": "nvidia-container-runtime", "runtimeArgs": []}},
+  "features": {"buildkit": true},
+  "log-opts": {"max-size": "10m"}
+}
+"""
+CONTAINERD_V2 = """# /etc/containerd/config.toml, as kubeadm hosts have it
+version = 2
+root = "/var/lib/containerd"  # keep this comment
+
+[plugins]
+  [plugins."io.containerd.grpc.v1.cri"]
+    sandbox_image = "registry.k8s.io/pause:3.9"
+    [plugins."io.containerd.grpc.v1.cri".containerd]
+      default_runtime_name = "runc"
+      # runc, the default
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+        runtime_type = "io.containerd.runc.v2"
+        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+          SystemdCgroup = true
+"""
+CONTAINERD_V3 = """version = 3
+# containerd 2.x layout
+[plugins."io.containerd.cri.v1.runtime".containerd]
+  default_runtime_name = "runc"
+"""
+
+
+def test_docker_keeps_every_other_key(tmp_path: Path) -> None:
+    path = tmp_path / "daemon.json"
+    path.write_text(DOCKER)
+    configure("docker", str(path), Wanted(W.shim, W.gpuhook, W.config, set_default=True, cdi=True))
+    data = json.loads(path.read_text())
+    assert data["runtimes"] == {"nvidia": {"path": "nvidia-container-runtime", "runtimeArgs": []},
+                                "gpuhook": {"path": "/usr/local/bin/gpuhook-runtime"}}
+    assert data["default-runtime"] == "gpuhook"
+    assert data["features"] == {"buildkit": True, "cdi": True}  # merged, not clobbered
+    assert data["data-root"] == "/srv/docker" and data["log-opts"] == {"max-size": "10m"}
+
+
+def test_docker_without_cdi_leaves_features_alone(tmp_path: Path) -> None:
+    path = tmp_path / "daemon.json"
+    path.write_text(DOCKER)
+    configure("docker", str(path), W)
+    assert json.loads(path.read_text())["features"] == {"buildkit": True}
+    assert "default-runtime" not in json.loads(path.read_text())
+
+
+@pytest.mark.parametrize(("text", "table"), [(CONTAINERD_V2, "io.containerd.grpc.v1.cri"),
+                                             (CONTAINERD_V3, "io.containerd.cri.v1.runtime")], ids=["v2", "v3"])
+def test_containerd_keeps_comments_and_settings(tmp_path: Path, text: str, table: str) -> None:
+    import tomllib
+
+    path = tmp_path / "config.toml"
+    path.write_text(text)
+    configure("containerd", str(path), Wanted(W.shim, W.gpuhook, W.config, set_default=True))
+    new = path.read_text()
+    for line in text.splitlines():
+        if "default_runtime_name" not in line:
+            assert line in new  # every original line, comments included, is still there
+    cri = tomllib.loads(new)["plugins"][table]["containerd"]
+    assert cri["runtimes"]["gpuhook"] == {"runtime_type": "io.containerd.runc.v2",
+                                          "pod_annotations": ["gpuhook.dev/*"],
+                                          "options": {"BinaryName": "/usr/local/bin/gpuhook-runtime"}}
+    assert cri["default_runtime_name"] == "gpuhook"
+
+
+def test_containerd_v1_is_refused_with_the_way_out(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text('[plugins.cri]\nsandbox_image = "x"\n')
+    with pytest.raises(EngineConfigError, match="containerd config migrate"):
+        configure("containerd", str(path), W)
+    assert path.read_text() == '[plugins.cri]\nsandbox_image = "x"\n'
+
+
+def test_crio_drop_in_and_podman_hook(tmp_path: Path) -> None:
+    import tomllib
+
+    crio, hook = tmp_path / "crio.conf.d/99-gpuhook.toml", tmp_path / "hooks.d/gpuhook.json"
+    configure("crio", str(crio), W)
+    runtime = tomllib.loads(crio.read_text())["crio"]["runtime"]["runtimes"]["gpuhook"]
+    assert runtime == {"runtime_path": W.shim, "runtime_type": "oci", "allowed_annotations": ["gpuhook.dev/"]}
+    configure("podman", str(hook), W)
+    shipped = json.loads((Path(__file__).parents[3] / "runtime-config/hooks.d/gpuhook.json").read_text())
+    assert json.loads(hook.read_text()) == shipped  # the same file as shipped, for the installed paths
+
+
+@pytest.mark.parametrize(("engine", "text"), [("docker", DOCKER), ("containerd", CONTAINERD_V2),
+                                              ("crio", None), ("podman", None)])
+def test_twice_is_once_and_revert_restores_the_original_bytes(tmp_path: Path, engine: str, text: str | None) -> None:
+    path = tmp_path / "engine.conf"
+    if text is not None:
+        path.write_text(text)
+        os.chmod(path, 0o600)
+    first = configure(engine, str(path), W)
+    after_first = path.read_bytes()
+    second = configure(engine, str(path), W)
+    assert first.changed and not second.changed and path.read_bytes() == after_first
+    reverted = revert(engine, str(path))
+    assert reverted.changed
+    if text is None:
+        assert not path.exists()
+    else:
+        assert path.read_text() == text and oct(path.stat().st_mode & 0o777) == "0o600"
+    assert [p.name for p in tmp_path.iterdir()] == ([] if text is None else ["engine.conf"])  # no leftovers
+
+
+def test_dry_run_writes_nothing_and_shows_the_diff(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "daemon.json"
+    path.write_text(DOCKER)
+    assert cli.main(["configure", "docker", "--config-path", str(path), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert '+    "gpuhook": {' in out and "dry run" in out
+    assert path.read_text() == DOCKER and not (tmp_path / "daemon.json.gpuhook-orig").exists()
+
+
+def test_cli_says_which_daemon_to_restart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(CONTAINERD_V2)
+    assert cli.main(["configure", "containerd", "--config-path", str(path)]) == 0
+    assert "systemctl restart containerd" in capsys.readouterr().out
+    assert cli.main(["configure", "containerd", "--config-path", str(path), "--revert"]) == 0
+    assert path.read_text() == CONTAINERD_V2
+
+
+def test_broken_daemon_json_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "daemon.json"
+    path.write_text('{"runtimes": ')
+    with pytest.raises(EngineConfigError, match="not valid JSON"):
+        configure("docker", str(path), W)
+    assert path.read_text() == '{"runtimes": ' and not (tmp_path / "daemon.json.gpuhook-orig").exists()

@@ -1,0 +1,225 @@
+"""Tuning: request parsing, settings and policy (pure), and the ledger against the real stub NVML."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from gpuhook.config import TuningPolicy
+from gpuhook.errors import LedgerError, PolicyError, RequestError, TuningError
+from gpuhook.host.discover import discover
+from gpuhook.host.inventory import Gpu, VendorInventory
+from gpuhook.host.processes import start_time
+from gpuhook.host.root import Root
+from gpuhook.plan.tuning import Setting, check_policy, settings_for
+from gpuhook.request.tuning import Tuning, parse_tuning
+from gpuhook.tuning import ledger, session
+from gpuhook.tuning.backends import BackendSet
+
+FakeHost = Callable[..., str]
+
+PARSE = [
+    ("clock", {"clocks": "1500"}, Tuning(clocks=(1500, 1500))),
+    ("clock range", {"clocks": "1200-1800MHz"}, Tuning(clocks=(1200, 1800))),
+    ("power", {"power-limit": "300W"}, Tuning(power_limit=300)),
+    ("perf", {"perf-level": "Profile_Peak"}, Tuning(perf_level="profile_peak")),
+    ("mode", {"compute-mode": "exclusive-process"}, Tuning(compute_mode="exclusive-process")),
+    ("exclusive", {"exclusive": "true"}, Tuning(exclusive=True)),
+    ("amd knobs", {"fine-grain-pcie": "true", "gfx-override": "10.3.0"},
+     Tuning(env=("HSA_FORCE_FINE_GRAIN_PCIE=1", "HSA_OVERRIDE_GFX_VERSION=10.3.0"))),
+]
+
+
+@pytest.mark.parametrize(("ours", "tuning"), [p[1:] for p in PARSE], ids=[p[0] for p in PARSE])
+def test_parse(ours: dict[str, str], tuning: Tuning) -> None:
+    assert parse_tuning(ours) == tuning
+
+
+BAD = [("clocks", "fast"), ("clocks", "1800-1200"), ("clocks", "0"), ("power-limit", "-5"), ("perf-level", "turbo"),
+       ("compute-mode", "exclusive-thread"), ("exclusive", "yes"), ("fine-grain-pcie", "1"), ("gfx-override", "10.3")]
+
+
+@pytest.mark.parametrize(("key", "value"), BAD, ids=[f"{k}={v}" for k, v in BAD])
+def test_bad_values_name_key_and_value(key: str, value: str) -> None:
+    with pytest.raises(RequestError) as info:
+        parse_tuning({key: value})
+    assert f"gpuhook.dev/{key}={value!r}" in str(info.value)
+
+
+NV = VendorInventory("nvidia", "550", (Gpu("nvidia", 0, "GPU-a", "0000:10:00.0", "H100", ()),), ())
+AMD = VendorInventory("amd", None, (Gpu("amd", 0, "0x1", "0000:80:00.0", "gfx942", (), (), "gfx942", "/sys/x"),), ())
+
+
+def test_settings_per_vendor() -> None:
+    t = Tuning(clocks=(1500, 1600), power_limit=300)
+    assert [(s.name, s.value, s.device) for s in settings_for(t, [(NV, NV.gpus)])] == [
+        ("clocks", "1500-1600", "GPU-a"), ("power_limit", "300000", "GPU-a")]
+    assert [(s.name, s.value, s.device) for s in settings_for(t, [(AMD, AMD.gpus)])] == [
+        ("perf_level", "manual", "/sys/x"), ("sclk", "1500-1600", "/sys/x"), ("power_cap", "300000000", "/sys/x")]
+
+
+@pytest.mark.parametrize(("tuning", "inv", "needle"), [
+    (Tuning(perf_level="high"), NV, "AMD setting"), (Tuning(compute_mode="prohibited"), AMD, "NVIDIA setting"),
+    (Tuning(clocks=(1500, 1500), perf_level="high"), AMD, "manual performance level")],
+    ids=["perf on nvidia", "mode on amd", "clocks vs perf"])
+def test_settings_for_the_wrong_vendor(tuning: Tuning, inv: VendorInventory, needle: str) -> None:
+    with pytest.raises(RequestError, match=needle):
+        settings_for(tuning, [(inv, inv.gpus)])
+
+
+POLICY = [
+    (Tuning(clocks=(1500, 1500)), TuningPolicy(allow=False), "allow_tuning = false"),
+    (Tuning(clocks=(2500, 2600)), TuningPolicy(clocks_mhz=(500, 2000)), "500-2000 MHz"),
+    (Tuning(power_limit=900), TuningPolicy(power_watts=(100, 700)), "100-700 W"),
+    (Tuning(perf_level="high"), TuningPolicy(perf_levels=("auto", "low")), "allowed: auto, low"),
+    (Tuning(exclusive=True), TuningPolicy(exclusive=False), "exclusive = false"),
+]
+
+
+@pytest.mark.parametrize(("tuning", "policy", "needle"), POLICY, ids=["off", "clocks", "power", "perf", "exclusive"])
+def test_policy_says_what_it_allows(tuning: Tuning, policy: TuningPolicy, needle: str) -> None:
+    with pytest.raises(PolicyError, match=needle):
+        check_policy(tuning, policy)
+    check_policy(Tuning(clocks=(1000, 1000)), TuningPolicy(clocks_mhz=(500, 2000)))
+
+
+# ---- the ledger, against the real stub NVML of a simulated host ----------------------------------------------
+
+def _dead_holder(name: str) -> session.Holder:
+    p = subprocess.Popen(["sleep", "0"])
+    start = start_time(p.pid)
+    p.wait()
+    return session.Holder(name, p.pid, start)
+
+
+ME = session.Holder("me", os.getpid(), start_time(os.getpid()))
+
+
+def _nv_state(host: str) -> dict[int, list[int]]:
+    return {int(f[0]): [int(x) for x in f[1:]] for f in (ln.split() for ln in Path(f"{host}/var/lib/gpuhook-sim/nvml")
+                                                          .read_text().splitlines())}
+
+
+def _clock(host: str, index: int, value: str) -> Setting:
+    inv = discover(Root(host)).vendor("nvidia")
+    assert inv is not None
+    g = inv.gpus[index]
+    return Setting("nvidia", g.uuid, g.index, g.pci, g.uuid, "clocks", value)
+
+
+def test_join_conflict_and_last_holder_restores(fake_host: FakeHost, tmp_path: Path) -> None:
+    host = fake_host(nvidia=1)
+    root = Root(host)
+    other = session.Holder("other", os.getppid(), start_time(os.getppid()))
+    with BackendSet(root) as b:
+        session.acquire(str(tmp_path), ME, [_clock(host, 0, "1500-1500")], [], b)
+        session.acquire(str(tmp_path), other, [_clock(host, 0, "1500-1500")], [], b)  # same value: joins
+        with pytest.raises(PolicyError, match="has clocks 1500-1500 set for container me"):
+            third = session.Holder("third", os.getpid(), ME.start)
+            session.acquire(str(tmp_path), third, [_clock(host, 0, "900-900")], [], b)
+        assert _nv_state(host)[0][:2] == [1500, 1500]
+        session.release(str(tmp_path), "me", b)
+        assert _nv_state(host)[0][:2] == [1500, 1500]  # the other still holds it
+        session.release(str(tmp_path), "other", b)
+        assert _nv_state(host)[0][:2] == [0, 0]
+    log = Path(f"{host}/var/lib/gpuhook-sim/nvml.log").read_text().splitlines()
+    assert [ln.split()[0] for ln in log] == ["set-clocks", "reset-clocks"]  # applied once, restored once
+
+
+def test_failure_on_the_second_gpu_rolls_back_the_first(fake_host: FakeHost, tmp_path: Path) -> None:
+    host = fake_host(nvidia=2)
+    Path(f"{host}/var/lib/gpuhook-sim/nvml.fail").write_text("1 clocks\n")
+    root = Root(host)
+    with BackendSet(root) as b, pytest.raises(TuningError, match="rolled back"):
+        session.acquire(str(tmp_path), ME, [_clock(host, 0, "1500-1500"), _clock(host, 1, "1500-1500")], [], b)
+    assert _nv_state(host)[0][:2] == [0, 0]
+    assert ledger.load(str(tmp_path / "ledger.json"))["settings"] == {}
+
+
+def test_sweep_restores_what_dead_containers_held(fake_host: FakeHost, tmp_path: Path) -> None:
+    host = fake_host(nvidia=1)
+    root = Root(host)
+    with BackendSet(root) as b:
+        session.acquire(str(tmp_path), _dead_holder("crashed"), [_clock(host, 0, "1500-1500")], [], b)
+        assert _nv_state(host)[0][:2] == [1500, 1500]
+        assert session.sweep(str(tmp_path), b) == []
+    assert _nv_state(host)[0][:2] == [0, 0]
+
+
+def test_exclusive_lease(fake_host: FakeHost, tmp_path: Path) -> None:
+    host = fake_host(nvidia=1)
+    root = Root(host)
+    gpu = _clock(host, 0, "x").gpu
+    with BackendSet(root) as b:
+        with pytest.raises(PolicyError, match="in use by container busy"):
+            session.acquire(str(tmp_path), ME, [], [gpu], b, lambda g: ["busy"])
+        session.acquire(str(tmp_path), ME, [], [gpu], b)
+        with pytest.raises(PolicyError, match="held exclusively by container me"):
+            following = session.Holder("next", os.getpid(), ME.start)
+            session.acquire(str(tmp_path), following, [_clock(host, 0, "1500-1500")], [], b)
+        session.release(str(tmp_path), "me", b)
+        assert ledger.load(str(tmp_path / "ledger.json"))["leases"] == {}
+
+
+def test_corrupt_ledger_is_an_error_with_the_way_out_and_is_left_alone(fake_host: FakeHost, tmp_path: Path) -> None:
+    host = fake_host(nvidia=1)
+    root = Root(host)
+    with BackendSet(root) as b:
+        session.acquire(str(tmp_path), ME, [_clock(host, 0, "1500-1500")], [], b)
+        good = (tmp_path / "ledger.json").read_text()
+        (tmp_path / "ledger.json").write_text('{"version": 1, "settings": {trunc')
+        with pytest.raises(LedgerError) as info:
+            session.sweep(str(tmp_path), b)
+        assert "ledger.json.prev" in str(info.value) and "gpuhook gc" in str(info.value)
+        assert (tmp_path / "ledger.json").read_text() == '{"version": 1, "settings": {trunc'  # never reset
+        (tmp_path / "ledger.json").write_text(good)  # the documented recovery (here: the good copy itself)
+        session.release(str(tmp_path), "me", b)
+    assert _nv_state(host)[0][:2] == [0, 0]
+    assert json.loads((tmp_path / "ledger.json").read_text())["settings"] == {}
+
+
+def test_the_ledger_file_never_disappears_while_it_is_rewritten(tmp_path: Path) -> None:
+    """Readers outside the lock (the shim's lease check, poststop's quick look) must always find it."""
+    import threading
+
+    ledger.save(str(tmp_path), ledger.empty())
+    stop = threading.Event()
+    missing = []
+
+    def watch() -> None:
+        while not stop.is_set():
+            if not (tmp_path / "ledger.json").exists():
+                missing.append(1)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    for i in range(300):
+        state = ledger.empty()
+        state["seq"] = i
+        ledger.save(str(tmp_path), state)
+    stop.set()
+    watcher.join()
+    assert missing == []
+    assert json.loads((tmp_path / "ledger.json.prev").read_text())["seq"] == 298
+
+
+@pytest.mark.parametrize("state", [
+    ledger.empty(),
+    {"version": 1, "seq": 2, "leases": {"GPU-1": {"id": "c1", "pid": 7, "start": "99"}},
+     "settings": {"GPU-1/clocks": {"vendor": "nvidia", "original": "unlocked", "value": "1500-1500", "seq": 1,
+                                   "holders": [{"id": "c1", "pid": 7, "start": "99"}]},
+                  "0000:03:00.0/perf_level": {"vendor": "amd", "original": "auto", "value": "high", "seq": 2,
+                                              "holders": [{"id": "c\u00e9\"2", "pid": 8, "start": "1"}]}}},
+], ids=["empty", "two-settings"])
+def test_ledger_is_json_with_a_line_per_setting(tmp_path: Path, state: ledger.State) -> None:
+    ledger.save(str(tmp_path), state)
+    text = (tmp_path / ledger.NAME).read_text()
+    assert json.loads(text) == state == ledger.load(str(tmp_path / ledger.NAME))
+    for key in state["settings"]:
+        (line,) = [ln for ln in text.splitlines() if ln.strip().startswith(json.dumps(key))]
+        assert json.loads(line.split(": ", 1)[1].rstrip(",")) == state["settings"][key]

@@ -1,0 +1,151 @@
+"""A third vendor registered from the tests alone goes through request -> discovery -> plan -> spec and CDI,
+tuning, labels and doctor, without any other module knowing its name; an unknown vendor fails loudly."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from gpuhook.apply.cdi import build
+from gpuhook.apply.spec import apply_edits
+from gpuhook.config import Policy
+from gpuhook.edits import DeviceNode, Edits
+from gpuhook.errors import RequestError
+from gpuhook.host.devnodes import read_node
+from gpuhook.host.discover import discover
+from gpuhook.host.inventory import Gpu, VendorInventory
+from gpuhook.host.labels import labels
+from gpuhook.host.root import Root
+from gpuhook.plan.select import plan_edits, select_all
+from gpuhook.plan.tuning import Setting, gpus_in_spec, settings_for
+from gpuhook.request.container import parse_request
+from gpuhook.request.tuning import Tuning
+from gpuhook.testing.bundle import oci_config
+from gpuhook.vendors import registry
+
+
+class Toy:
+    """A vendor whose GPUs are /dev/toy<N>, listed in /sys/class/toy/toy<N>/uuid."""
+
+    NAME = "toy"
+    LABEL = "Toy"
+    ENV_KEY = "TOY_VISIBLE_DEVICES"
+    NONE_MEANS_DRIVER = False
+    CAPABILITIES_ENV = None
+    CDI_KIND = "toy.example/gpu"
+
+    def parse_id(self, item: str) -> str | None:
+        return item.upper() if item.upper().startswith("TOY-") and item[4:].isalnum() else None
+
+    def discover(self, root: Root) -> VendorInventory | None:
+        names = [n for n in root.listdir("/sys/class/toy") if n.startswith("toy")]
+        if not names:
+            return None
+        gpus = []
+        for i, name in enumerate(names):
+            node = read_node(root, f"/dev/{name}")
+            uuid = root.read_text(f"/sys/class/toy/{name}/uuid").strip()
+            gpus.append(Gpu(self.NAME, i, uuid, f"0000:{0x40 + i:02x}:00.0", "Toy 1", (node,) if node else ()))
+        return VendorInventory(self.NAME, "1.0", tuple(gpus), ())
+
+    def plan(self, inv: VendorInventory, gpus: Sequence[Gpu], capabilities: frozenset[str], host_base: str) -> Edits:
+        return Edits.for_nodes(n for g in gpus for n in g.nodes)
+
+    def claims(self, gpu: Gpu) -> tuple[DeviceNode, ...]:
+        return gpu.nodes
+
+    def hardening(self, policy: Policy) -> Edits:
+        return Edits()
+
+    def procfs_files(self, root: Root, gpus: Sequence[Gpu], policy: Policy) -> None:
+        return None
+
+    def settings(self, tuning: Tuning, gpu: Gpu) -> tuple[Setting, ...]:
+        return (Setting(self.NAME, gpu.uuid, gpu.index, gpu.pci, gpu.uuid, "clocks", str(tuning.clocks)),) \
+            if tuning.clocks else ()
+
+    def backend(self, root: Root) -> object:
+        raise NotImplementedError
+
+    def labels(self, inv: VendorInventory, root: Root) -> dict[str, str]:
+        return {"toyness": "high"}
+
+    def checks(self, inv: VendorInventory) -> tuple[tuple[str, str, str], ...]:
+        return ()
+
+    def simulate(self, root: str, spec: object, count: int) -> None:
+        for i in range(count):
+            os.makedirs(f"{root}/sys/class/toy/toy{i}", exist_ok=True)
+            Path(f"{root}/sys/class/toy/toy{i}/uuid").write_text(f"TOY-{i:04d}\n")
+            os.makedirs(f"{root}/dev", exist_ok=True)
+            os.mknod(f"{root}/dev/toy{i}", stat.S_IFCHR | 0o660, os.makedev(240, i))
+            os.chown(f"{root}/dev/toy{i}", 0, 109)
+
+
+@pytest.fixture
+def toy_host(tmp_path: Path) -> Iterator[Root]:
+    registry.register(Toy())  # type: ignore[arg-type]  # duck-typed, as a plugin's would be
+    try:
+        from gpuhook.testing.simulate import HostSpec, build_host
+
+        yield Root(build_host(str(tmp_path / "host"), HostSpec(others=(("toy", 2),))))
+    finally:
+        registry.unregister("toy")
+
+
+def test_a_toy_vendor_from_env_to_spec(toy_host: Root) -> None:
+    inventory = discover(toy_host)
+    assert [v.vendor for v in inventory.vendors] == ["toy"]
+    request = parse_request({}, {"TOY_VISIBLE_DEVICES": "1"})
+    assert request.selections[0].vendor == "toy"
+    spec = apply_edits(oci_config(["true"], env={"TOY_VISIBLE_DEVICES": "1"}), plan_edits(request, inventory),
+                       "/b/rootfs", "/sbin/ldconfig")
+    assert [(d["path"], d["major"], d["minor"], d["gid"]) for d in spec["linux"]["devices"]] == [("/dev/toy1", 240, 1,
+                                                                                                   109)]
+    assert {"allow": True, "type": "c", "major": 240, "minor": 1, "access": "rwm"} in spec["linux"]["resources"][
+        "devices"]
+    assert spec["process"]["user"]["additionalGids"] == [109]
+
+
+def test_a_toy_vendor_by_annotation_its_own_ids_and_tuning(toy_host: Root) -> None:
+    inventory = discover(toy_host)
+    named = parse_request({"gpuhook.dev/gpus": "all", "gpuhook.dev/vendor": "toy"}, {})
+    assert [g.index for _, gpus in select_all(named, inventory) for g in gpus] == [0, 1]
+    by_uuid = parse_request({"gpuhook.dev/gpus": "toy-0001", "gpuhook.dev/clocks": "900"}, {})
+    selected = select_all(by_uuid, inventory)
+    assert [(inv.vendor, g.uuid) for inv, gpus in selected for g in gpus] == [("toy", "TOY-0001")]
+    assert [s.vendor for s in settings_for(by_uuid.tuning, selected)] == ["toy"]
+    spec_devices = [{"type": "c", "major": 240, "minor": 0}]
+    assert [g.uuid for _, gpus in gpus_in_spec(spec_devices, inventory) for g in gpus] == ["TOY-0000"]
+
+
+def test_a_toy_vendor_in_cdi_and_labels(toy_host: Root) -> None:
+    inventory = discover(toy_host)
+    toy = registry.get("toy")
+    spec, _ = build(toy, inventory.vendor("toy"), inventory.root, frozenset(), "/g", "/c")  # type: ignore[arg-type]
+    assert spec["kind"] == "toy.example/gpu" and spec["containerEdits"]["env"] == ["TOY_VISIBLE_DEVICES=void"]
+    assert [d["name"] for d in spec["devices"]] == ["0", "1", "TOY-0000", "TOY-0001", "all"]
+    assert spec["cdiVersion"] == "0.7.0"  # its nodes need group 109
+    assert labels(inventory, toy_host) == {"gpuhook-toy.present": "true", "gpuhook-toy.count": "2",
+                                           "gpuhook-toy.driver": "1.0", "gpuhook-toy.toyness": "high"}
+
+
+def test_an_unknown_vendor_fails_loudly() -> None:
+    with pytest.raises(RequestError, match="expected one of nvidia, amd"):
+        parse_request({"gpuhook.dev/gpus": "0", "gpuhook.dev/vendor": "toy"}, {})
+    with pytest.raises(KeyError, match="unknown GPU vendor 'toy'"):
+        registry.get("toy")
+
+
+def test_a_vendor_must_be_seen_by_the_pass_through_markers() -> None:
+    class Hidden(Toy):
+        NAME = "hidden"
+        ENV_KEY = "HIDDEN_GPUS"
+
+    with pytest.raises(ValueError, match="must end in _VISIBLE_DEVICES"):
+        registry.register(Hidden())  # type: ignore[arg-type]
+    assert "hidden" not in registry.names()
