@@ -9,7 +9,6 @@ from __future__ import annotations
 import marshal
 import os
 
-from gpuhook.atomic import write_bytes
 from gpuhook.errors import ConfigError
 
 TYPE_CHECKING = False
@@ -75,6 +74,8 @@ def remember_runtime(path: str, runtime: str, cache_dir: str | None = CACHE_DIR)
         os.makedirs(cache_dir, mode=0o700, exist_ok=True)
         if not _trusted(os.stat(cache_dir)):
             return
+        from gpuhook.atomic import write_bytes  # written only when the config or the runtime changed
+
         write_bytes(target, text.encode(), mode=0o600)
     except OSError:
         return
@@ -144,6 +145,8 @@ def _cache_put(cache_dir: str | None, key: tuple[object, ...], table: dict[str, 
         if not _trusted(os.stat(cache_dir)):
             return
         data = marshal.dumps((key, table, valid))  # type: ignore[arg-type]  # TOML values marshal, or ValueError
+        from gpuhook.atomic import write_bytes  # written only when the config changed
+
         write_bytes(_cache_file(cache_dir, str(key[0])), data, mode=0o600)
     except (OSError, ValueError):
         return

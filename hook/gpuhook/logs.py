@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from gpuhook.config import Config
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from gpuhook.config import Config
 
 
 class _Discard:

@@ -9,7 +9,6 @@ import os
 from gpuhook import fastjson
 from gpuhook.atomic import write_text
 from gpuhook.frozen import frozen
-from gpuhook.host.processes import start_time
 
 
 @frozen
@@ -36,6 +35,8 @@ def save(state_dir: str, rec: ContainerRecord) -> None:
 
 def alive(rec: ContainerRecord) -> bool:
     """Whether the container still exists (its runtime state, or its init process, is there)."""
+    from gpuhook.host.processes import start_time
+
     if rec.pid:
         return start_time(rec.pid) == rec.start_time != ""
     return os.path.exists(os.path.join(rec.runtime_root, rec.id, "state.json"))

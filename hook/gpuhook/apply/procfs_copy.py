@@ -17,18 +17,22 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from gpuhook.plan.prepare import ProcfsCopy
 
+CONTENT = ".content"  # <copy>.content: the copy's files as written, for reuse checks (one read, not a walk)
+
 
 def write(state_dir: str, copy: ProcfsCopy) -> ProcOverlay:
     """The overlay of the copy's directory (holding <name>/) over the container's own; written if new."""
     files = dict(copy.files)
     name = os.path.basename(copy.target)
-    # crc32 names the copy (hashlib costs milliseconds on this path); a reused copy is compared in full, so a
-    # collision can only cost a fresh directory, never another GPU's information
-    digest = f"{zlib.crc32(repr(sorted(files.items())).encode()):08x}-{len(files)}"
+    # crc32 names the copy (hashlib costs milliseconds on this path); a reused copy's whole content is compared
+    # (its CONTENT file, written with it), so a collision can only cost a fresh directory, never another GPU's
+    # information
+    content = repr(sorted(files.items()))
+    digest = f"{zlib.crc32(content.encode()):08x}-{len(files)}"
     base = os.path.join(state_dir, f"{copy.vendor}-procfs")
     final = os.path.join(base, digest)
     if os.path.isdir(final):
-        if _same(final, name, files):
+        if _same(final, content):
             return ProcOverlay(final, copy.target)
         final = os.path.join(base, f"{digest}-{os.getpid()}")
     tmp = os.path.join(base, f".{digest}.{os.getpid()}")
@@ -37,6 +41,7 @@ def write(state_dir: str, copy: ProcfsCopy) -> ProcOverlay:
         os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
         write_text(path, text, mode=0o444)
     os.makedirs(os.path.join(tmp, name), mode=0o755, exist_ok=True)
+    write_text(final + CONTENT, content, mode=0o444)  # beside the copy, never inside what is mounted
     try:
         os.rename(tmp, final)
     except OSError:  # another container made the same copy first
@@ -46,14 +51,10 @@ def write(state_dir: str, copy: ProcfsCopy) -> ProcOverlay:
     return ProcOverlay(final, copy.target)
 
 
-def _same(directory: str, name: str, files: dict[str, str]) -> bool:
-    """Whether an existing copy holds exactly `files`."""
-    top = os.path.join(directory, name)
-    found = {os.path.relpath(os.path.join(d, f), top) for d, _, names in os.walk(top) for f in names}
-    if found != set(files):
+def _same(directory: str, content: str) -> bool:
+    """Whether an existing copy was written with exactly this content."""
+    try:
+        with open(directory + CONTENT) as f:
+            return f.read() == content
+    except OSError:
         return False
-    for rel, text in files.items():
-        with open(os.path.join(top, rel)) as f:
-            if f.read() != text:
-                return False
-    return True

@@ -12,7 +12,6 @@ import os
 
 from gpuhook.errors import DiscoveryError
 from gpuhook.frozen import frozen
-from gpuhook.host.image import COMPAT_DIR
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -43,7 +42,7 @@ class HostFacts:
     dev_link: str | None = None  # the image's /dev is a symbolic link to this
     image_read: bool = False  # the image root was there to read
     image_rocm: str | None = None
-    compat_dir: str = COMPAT_DIR  # where the image's compat directory really is (inside the image)
+    compat_dir: str = ""  # where the image's compat directory really is (inside the image), when it has one
     compat_versions: tuple[str, ...] = ()  # libcuda.so.<version> files in it
     host_cuda: str | None = None
     cuda_unknown: str = ""  # why the host's CUDA version is unknown, when it is
@@ -63,7 +62,7 @@ def gather(needs: Needs, root: Root, inventory: Sequence[VendorInventory], root_
     """Read what `needs` names. Reads the host and the image, loads libcuda/NVML only when needed."""
     dev = os.path.join(root_path, "dev")
     dev_link = os.readlink(dev) if os.path.islink(dev) else None
-    image_rocm, compat_dir, image_read = None, COMPAT_DIR, False
+    image_rocm, compat_dir, image_read = None, "", False
     compat_versions: tuple[str, ...] = ()
     if needs.image and os.path.isdir(root_path):
         from gpuhook.host import image

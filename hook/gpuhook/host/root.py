@@ -17,10 +17,11 @@ def _parts(path: str) -> list[str]:
 class Root:
     """A directory tree seen as a host's `/`: absolute symlinks and `..` stay inside it."""
 
-    __slots__ = ("base",)
+    __slots__ = ("_dirs", "base")
 
     def __init__(self, base: str) -> None:
         self.base = os.path.realpath(base)
+        self._dirs: dict[str, str] = {}  # resolved directories: discovery resolves dozens of files in a few
         if not os.path.isdir(self.base):
             raise DiscoveryError(f"host root {base!r} does not exist or is not a directory")
 
@@ -38,9 +39,29 @@ class Root:
                 out.append(part)
         return self._join(out)
 
-    def resolve(self, path: str) -> str:
+    def resolve(self, path: str, _links: int = 0) -> str:
         """Return the real path for `path`, following symlinks as if the root were `/`."""
-        todo = _parts(path)[::-1]  # a stack: the next part last (no deque: see gpuhook.startup)
+        parts = _parts(path)
+        if len(parts) < 2 or ".." in parts:
+            return self._resolve(parts, path)
+        parent = "/".join(parts[:-1])
+        directory = self._dirs.get(parent)
+        if directory is None:
+            directory = self._dirs[parent] = self._resolve(parts[:-1], path)
+        candidate = f"{directory.rstrip('/')}/{parts[-1]}"
+        try:
+            if not stat.S_ISLNK(os.lstat(candidate).st_mode):
+                return candidate
+        except OSError:
+            return candidate
+        if _links >= _MAX_LINKS:
+            raise DiscoveryError(f"too many levels of symbolic links resolving {path!r} in {self.base}")
+        target = os.readlink(candidate)
+        return self.resolve(target if target.startswith("/") else f"{self.to_host(directory)}/{target}", _links + 1)
+
+    def _resolve(self, parts: list[str], path: str) -> str:
+        """Resolve component by component (the general case, and each directory once)."""
+        todo = parts[::-1]  # a stack: the next part last (no deque: see gpuhook.startup)
         done: list[str] = []
         links = 0
         while todo:
