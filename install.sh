@@ -36,7 +36,7 @@ if [ "$uninstall" = 1 ]; then
   if [ -f "$prefix/configured-engines" ]; then  # put the engines' files back as they were
     for engine in $(sort -u "$prefix/configured-engines"); do "$prefix/bin/gpuhook" configure "$engine" --revert; done
   fi
-  for b in gpuhook gpuhook-runtime; do
+  for b in gpuhook gpuhook-runtime gpuhook-ldcache; do
     [ "$(readlink "$bindir/$b" 2>/dev/null)" = "$prefix/bin/$b" ] && rm -f "$bindir/$b"
   done
   rm -rf "$prefix"
@@ -78,7 +78,9 @@ else
   "$prefix/bin/python3" -m gpuhook.cli.launcher "$prefix/bin" "$purelib" "$platlib" >/dev/null
 fi
 mkdir -p "$bindir"
-for b in gpuhook gpuhook-runtime; do ln -sfn "$prefix/bin/$b" "$bindir/$b"; done
+for b in gpuhook gpuhook-runtime gpuhook-ldcache; do
+  if [ -e "$prefix/bin/$b" ]; then ln -sfn "$prefix/bin/$b" "$bindir/$b"; fi
+done
 if [ ! -e "$config" ]; then
   install -D -m 0644 "$src/runtime-config/config.toml" "$config"
   echo "wrote $config"

@@ -17,6 +17,7 @@ cd dist/gpuhook
 ln -sfn gpuhook gpuhook-runtime-py
 if command -v cc >/dev/null 2>&1; then
   cc -O2 -o gpuhook-runtime ../../hook/gpuhook/cli/native/runtime.c   # the front end; Python behind it
+  cc -O2 -o gpuhook-ldcache ../../hook/gpuhook/cli/native/ldcache.c   # the linker-cache refresh hook
 else
   ln -sfn gpuhook gpuhook-runtime
 fi

@@ -51,6 +51,7 @@ class Config:
     log_file: str | None = None
     log_level: str = "info"
     ldconfig: str = "/sbin/ldconfig"
+    hook_timeout: int = 30  # seconds: every hook gpuhook adds (and each helper a hook runs) has this deadline
     policy: Policy = Policy()  # frozen: one shared default is safe
     tuning: TuningPolicy = TuningPolicy()
 

@@ -69,6 +69,7 @@ class Hook:
     path: str
     args: tuple[str, ...]
     env: tuple[str, ...] = ()
+    timeout: int | None = None  # seconds; the runtime kills the hook and fails the container after it
 
 
 @frozen
@@ -85,6 +86,11 @@ class SpecContext:
 
     root_path: str  # the container's root filesystem (absolute)
     ldconfig: str  # the host's ldconfig
+    hook_timeout: int = 30  # seconds, for the hooks the edits add
+    state_dir: str = "/run/gpuhook"  # where the linker-cache refresh finds its mount point
+    ldcache_helper: str = ""  # the native linker-cache helper (cli/native/ldcache.c), when built
+    gpuhook_bin: str = "/usr/local/bin/gpuhook"  # the hook, where the helper is not there
+    config_path: str = "/etc/gpuhook/config.toml"
 
 
 @frozen
@@ -94,6 +100,7 @@ class CdiContext:
     host_base: str  # host_root: device nodes' hostPath is under it
     gpuhook_bin: str  # the hook CDI's linker-cache refresh runs
     config_path: str
+    hook_timeout: int = 30  # seconds, for the hooks the spec adds
 
 
 @frozen
@@ -127,7 +134,7 @@ class Edits:
         for f in FIELDS:
             values = getattr(self, f.name)
             if values:
-                f.to_spec(spec, values, ctx)
+                f.to_spec(spec, values, self, ctx)
 
     def lacking(self, spec: Spec) -> Edits:
         """The part of these edits that `spec` does not carry yet (what gpuhook-runtime left for the hook)."""
@@ -161,13 +168,28 @@ def merge(parts: Iterable[Edits]) -> Edits:
 
 # --- config.json -----------------------------------------------------------------------------------------
 
+def _object(parent: dict[str, Any], key: str) -> dict[str, Any]:
+    """parent[key] as an object, made where it is absent or null (runc takes null for absent)."""
+    if parent.get(key) is None:
+        parent[key] = {}
+    value: dict[str, Any] = parent[key]
+    return value
+
+
+def _list(parent: dict[str, Any], key: str) -> list[Any]:
+    """parent[key] as a list, made where it is absent or null."""
+    if parent.get(key) is None:
+        parent[key] = []
+    value: list[Any] = parent[key]
+    return value
+
+
 def _linux(spec: Spec) -> dict[str, Any]:
-    linux: dict[str, Any] = spec.setdefault("linux", {})
-    return linux
+    return _object(spec, "linux")
 
 
-def _nodes_to_spec(spec: Spec, nodes: tuple[DeviceNode, ...], _: SpecContext) -> None:
-    devices = _linux(spec).setdefault("devices", [])
+def _nodes_to_spec(spec: Spec, nodes: tuple[DeviceNode, ...], _e: Edits, _: SpecContext) -> None:
+    devices = _list(_linux(spec), "devices")
     have = {d.get("path") for d in devices}
     devices.extend({"path": n.path, "type": n.kind, "major": n.major, "minor": n.minor, "fileMode": n.mode,
                     "uid": n.uid, "gid": n.gid} for n in nodes if n.path not in have)
@@ -177,8 +199,8 @@ def _nodes_in_spec(spec: Spec) -> set[object]:
     return {d.get("path") for d in (spec.get("linux") or {}).get("devices") or []}
 
 
-def _rules_to_spec(spec: Spec, rules: tuple[DeviceRule, ...], _: SpecContext) -> None:
-    have = _linux(spec).setdefault("resources", {}).setdefault("devices", [])
+def _rules_to_spec(spec: Spec, rules: tuple[DeviceRule, ...], _e: Edits, _: SpecContext) -> None:
+    have = _list(_object(_linux(spec), "resources"), "devices")
     for r in rules:
         if r.as_spec() not in have:
             have.append(r.as_spec())
@@ -195,8 +217,8 @@ def _numbered(rule: dict[str, Any]) -> bool:
     return isinstance(rule.get("major"), int) and isinstance(rule.get("minor"), int)
 
 
-def _mounts_to_spec(spec: Spec, mounts: tuple[Mount, ...], _: SpecContext) -> None:
-    have = spec.setdefault("mounts", [])
+def _mounts_to_spec(spec: Spec, mounts: tuple[Mount, ...], _e: Edits, _: SpecContext) -> None:
+    have = _list(spec, "mounts")
     taken = {m.get("destination") for m in have}
     have.extend({"destination": m.container_path, "type": "bind", "source": m.host_path, "options": list(m.options)}
                 for m in mounts if m.container_path not in taken)
@@ -206,8 +228,8 @@ def _mounts_in_spec(spec: Spec) -> set[object]:
     return {m.get("destination") for m in spec.get("mounts") or []}
 
 
-def _env_to_spec(spec: Spec, env: tuple[str, ...], _: SpecContext) -> None:
-    have = spec.setdefault("process", {}).setdefault("env", [])
+def _env_to_spec(spec: Spec, env: tuple[str, ...], _e: Edits, _: SpecContext) -> None:
+    have = _list(_object(spec, "process"), "env")
     for kv in env:
         key = kv.split("=", 1)[0] + "="
         have[:] = [e for e in have if not e.startswith(key)] + [kv]
@@ -217,8 +239,8 @@ def _env_in_spec(spec: Spec) -> set[object]:
     return set((spec.get("process") or {}).get("env") or [])
 
 
-def _gids_to_spec(spec: Spec, gids: tuple[int, ...], _: SpecContext) -> None:
-    have = spec.setdefault("process", {}).setdefault("user", {}).setdefault("additionalGids", [])
+def _gids_to_spec(spec: Spec, gids: tuple[int, ...], _e: Edits, _: SpecContext) -> None:
+    have = _list(_object(_object(spec, "process"), "user"), "additionalGids")
     have.extend(g for g in gids if g not in have)
 
 
@@ -227,16 +249,19 @@ def _gids_in_spec(spec: Spec) -> set[object]:
 
 
 def _hook_dict(h: Hook) -> dict[str, Any]:
-    return {"path": h.path, "args": list(h.args), "env": list(h.env)}
+    out: dict[str, Any] = {"path": h.path, "args": list(h.args), "env": list(h.env)}
+    if h.timeout is not None:
+        out["timeout"] = h.timeout
+    return out
 
 
 def _add_hook(spec: Spec, stage: str, hook: dict[str, Any]) -> None:
-    entries = spec.setdefault("hooks", {}).setdefault(stage, [])
+    entries = _list(_object(spec, "hooks"), stage)
     if hook not in entries:
         entries.append(hook)
 
 
-def _hooks_to_spec(spec: Spec, hooks: tuple[Hook, ...], _: SpecContext) -> None:
+def _hooks_to_spec(spec: Spec, hooks: tuple[Hook, ...], _e: Edits, _: SpecContext) -> None:
     for h in hooks:
         _add_hook(spec, h.stage, _hook_dict(h))
 
@@ -247,12 +272,12 @@ def _stage(spec: Spec, stage: str) -> list[dict[str, Any]]:
 
 
 def _hooks_in_spec(spec: Spec) -> set[object]:
-    return {Hook(stage, h.get("path", ""), tuple(h.get("args") or ()), tuple(h.get("env") or ()))
+    return {Hook(stage, h.get("path", ""), tuple(h.get("args") or ()), tuple(h.get("env") or ()), h.get("timeout"))
             for stage, entries in (spec.get("hooks") or {}).items() for h in entries or []}
 
 
-def _masked_to_spec(spec: Spec, paths: tuple[str, ...], _: SpecContext) -> None:
-    masked = _linux(spec).setdefault("maskedPaths", [])
+def _masked_to_spec(spec: Spec, paths: tuple[str, ...], _e: Edits, _: SpecContext) -> None:
+    masked = _list(_linux(spec), "maskedPaths")
     masked.extend(p for p in paths if p not in masked)
 
 
@@ -260,7 +285,7 @@ def _masked_in_spec(spec: Spec) -> set[object]:
     return set((spec.get("linux") or {}).get("maskedPaths") or [])
 
 
-def _readonly_to_spec(spec: Spec, paths: tuple[str, ...], _: SpecContext) -> None:
+def _readonly_to_spec(spec: Spec, paths: tuple[str, ...], _e: Edits, _: SpecContext) -> None:
     for m in spec.get("mounts") or []:
         if m.get("destination") in paths and "ro" not in (m.get("options") or []):
             m["options"] = [o for o in m.get("options") or [] if o != "rw"] + ["ro"]
@@ -278,15 +303,15 @@ _OVERLAY = ('if [ -d "$1$3" ]; then t="$1$3"; s="$2/${3##*/}"; else t="$1${3%/*}
 _OVERLAY_NAME = "gpuhook-procfs"
 
 
-def overlay_hook(o: ProcOverlay, root_path: str) -> dict[str, Any]:
+def overlay_hook(o: ProcOverlay, root_path: str, timeout: int = 30) -> dict[str, Any]:
     """The createContainer hook that puts a read-only procfs copy over the container's own."""
     return {"path": "/bin/sh", "args": ["sh", "-c", _OVERLAY, _OVERLAY_NAME, root_path, o.source, o.target],
-            "env": [f"{k}={v}" for k, v in SAFE_ENV.items()]}
+            "env": [f"{k}={v}" for k, v in SAFE_ENV.items()], "timeout": timeout}
 
 
-def _overlays_to_spec(spec: Spec, overlays: tuple[ProcOverlay, ...], ctx: SpecContext) -> None:
+def _overlays_to_spec(spec: Spec, overlays: tuple[ProcOverlay, ...], _e: Edits, ctx: SpecContext) -> None:
     for o in overlays:
-        _add_hook(spec, "createContainer", overlay_hook(o, ctx.root_path))
+        _add_hook(spec, "createContainer", overlay_hook(o, ctx.root_path, ctx.hook_timeout))
 
 
 def _overlays_in_spec(spec: Spec) -> set[object]:
@@ -294,14 +319,18 @@ def _overlays_in_spec(spec: Spec) -> set[object]:
             if _OVERLAY_NAME in (h.get("args") or [])}
 
 
-def _ldcache_to_spec(spec: Spec, dirs: tuple[str, ...], ctx: SpecContext) -> None:
-    _add_hook(spec, "createContainer", {"path": ctx.ldconfig, "args": ["ldconfig", "-r", ctx.root_path, *dirs],
-                                        "env": [f"{k}={v}" for k, v in SAFE_ENV.items()]})
+def _ldcache_to_spec(spec: Spec, dirs: tuple[str, ...], edits: Edits, ctx: SpecContext) -> None:
+    from gpuhook.apply import linker_cache
+
+    _add_hook(spec, "createContainer", linker_cache.hook(ctx.root_path, ctx.ldconfig, dirs, edits.mounts,
+                                                         ctx.state_dir, ctx.ldcache_helper, ctx.gpuhook_bin,
+                                                         ctx.config_path, ctx.hook_timeout))
 
 
 def _ldcache_in_spec(spec: Spec) -> set[object]:
-    return {d for h in _stage(spec, "createContainer") if (h.get("args") or [""])[0] == "ldconfig"
-            for d in (h.get("args") or [])[3:]}
+    from gpuhook.apply import linker_cache
+
+    return {d for h in _stage(spec, "createContainer") for d in linker_cache.dirs_in(h) or ()}
 
 
 # --- CDI -------------------------------------------------------------------------------------------------
@@ -338,15 +367,14 @@ def _gids_to_cdi(out: dict[str, Any], gids: tuple[int, ...], _: Edits, __: CdiCo
 
 
 def _hooks_to_cdi(out: dict[str, Any], hooks: tuple[Hook, ...], _: Edits, __: CdiContext) -> None:
-    out.setdefault("hooks", []).extend({"hookName": h.stage, "path": h.path, "args": list(h.args),
-                                        "env": list(h.env)} for h in hooks)
+    out.setdefault("hooks", []).extend({"hookName": h.stage, **_hook_dict(h)} for h in hooks)
 
 
 def _ldcache_to_cdi(out: dict[str, Any], dirs: tuple[str, ...], _: Edits, ctx: CdiContext) -> None:
     """A CDI spec cannot know the container's root: gpuhook's own hook refreshes the cache from the state."""
     args = ["gpuhook", "hook", "update-ldcache"] + [a for d in dirs for a in ("--folder", d)]
     out.setdefault("hooks", []).append({"hookName": "createContainer", "path": ctx.gpuhook_bin, "args": args,
-                                        "env": [f"GPUHOOK_CONFIG={ctx.config_path}"]})
+                                        "env": [f"GPUHOOK_CONFIG={ctx.config_path}"], "timeout": ctx.hook_timeout})
 
 
 def _not_in_cdi(what: str) -> Callable[[dict[str, Any], tuple[Any, ...], Edits, CdiContext], None]:
@@ -364,7 +392,7 @@ class Field:
     __slots__ = ("in_spec", "key", "name", "present_key", "to_cdi", "to_spec")
 
     def __init__(self, name: str, key: Callable[[Any], object],
-                 to_spec: Callable[[Spec, Any, SpecContext], None], in_spec: Callable[[Spec], set[object]],
+                 to_spec: Callable[[Spec, Any, Edits, SpecContext], None], in_spec: Callable[[Spec], set[object]],
                  to_cdi: Callable[[dict[str, Any], Any, Edits, CdiContext], None],
                  present_key: Callable[[Any], object] | None = None) -> None:
         self.name, self.key, self.to_spec, self.in_spec, self.to_cdi = name, key, to_spec, in_spec, to_cdi

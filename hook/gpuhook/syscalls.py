@@ -1,4 +1,5 @@
-"""Linux system calls Python 3.11's os module lacks (openat2, mount, setns), through ctypes. The only such module."""
+"""Linux system calls Python 3.11's os module lacks (openat2, mount, setns, unshare), through ctypes. The only such
+module."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ RESOLVE_NO_MAGICLINKS = 0x02
 RESOLVE_NO_SYMLINKS = 0x04
 RESOLVE_IN_ROOT = 0x10
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND = 0x1, 0x2, 0x4, 0x8, 0x20, 0x1000
+MS_REC, MS_PRIVATE = 0x4000, 0x40000
 CLONE_NEWNS = 0x00020000
 _SYS_OPENAT2 = {"x86_64": 437, "aarch64": 437, "ppc64le": 437, "riscv64": 437}.get(os.uname().machine, -1)
 
@@ -17,6 +19,7 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
 _libc.mount.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p)
 _libc.setns.argtypes = (ctypes.c_int, ctypes.c_int)
+_libc.unshare.argtypes = (ctypes.c_int,)
 
 
 class _OpenHow(ctypes.Structure):
@@ -52,3 +55,9 @@ def setns(fd: int, nstype: int) -> None:
     """setns(2): move this (single-threaded) process into another namespace."""
     if _libc.setns(fd, nstype) != 0:
         _raise("setns")
+
+
+def unshare(flags: int) -> None:
+    """unshare(2): give this (single-threaded) process namespaces of its own."""
+    if _libc.unshare(flags) != 0:
+        _raise("unshare")

@@ -12,10 +12,9 @@ import errno
 import os
 
 from gpuhook import syscalls
-from gpuhook.apply import cgroups
+from gpuhook.apply import cgroups, linker_cache
 from gpuhook.apply.container_root import WritableRoot, bind_mount
-from gpuhook.edits import DeviceNode, Edits
-from gpuhook.proc import run
+from gpuhook.edits import DeviceNode, Edits, Mount
 
 # What a hook can do with each kind of edit once runc has created the container. Every field of Edits is
 # here (tests/unit/test_edits.py checks): a hook that ignored one would drop it silently in hook mode.
@@ -29,7 +28,7 @@ LIVE = {
     "masked_paths": "a read-only empty tmpfs over each",
     "readonly_mounts": "remounted read-only",
     "proc_overlays": "the procfs copy bind-mounted over the container's own",
-    "ldcache_dirs": "the host's ldconfig, chrooted into the container root",
+    "ldcache_dirs": "the host's ldconfig, chrooted into the root alone (apply/linker_cache.py)",
 }
 UNAPPLIED = ("env", "additional_gids", "hooks")  # what `apply` leaves to its caller, as LIVE says
 
@@ -46,9 +45,10 @@ def node_group(node: DeviceNode, uid: int, gids: set[int]) -> int:
     return min(gids) if gids else node.gid
 
 
-def apply(edits: Edits, pid: int, root_path: str, host_base: str, ldconfig: str, uid: int, gids: set[int]) -> None:
-    """Apply `edits` to the container whose init process is `pid` (all but UNAPPLIED). Mounts, creates nodes,
-    writes cgroupfs."""
+def apply(edits: Edits, pid: int, root_path: str, host_base: str, ldconfig: str, uid: int, gids: set[int],
+          timeout: float = 30, state_dir: str = "/run/gpuhook", libraries: tuple[Mount, ...] = ()) -> None:
+    """Apply `edits` to the container whose init process is `pid` (all but UNAPPLIED); `libraries` are gpuhook's
+    mounts the spec already has (the linker cache must see them). Mounts, creates nodes, writes cgroupfs."""
     cgroups.allow(pid, edits.device_rules)
     ns = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
     try:
@@ -64,8 +64,9 @@ def apply(edits: Edits, pid: int, root_path: str, host_base: str, ldconfig: str,
             for target, fd in sources.items():
                 bind_mount(fd, root, target)
             _harden(root, edits)
-        if edits.ldcache_dirs:
-            run([ldconfig, "-r", root_path, *edits.ldcache_dirs], timeout=30)
+        if edits.ldcache_dirs:  # last: it leaves this process in a mount namespace of its own
+            mounts = ((m.host_path, m.container_path) for m in (*libraries, *edits.mounts))
+            linker_cache.refresh(root_path, ldconfig, edits.ldcache_dirs, mounts, state_dir, timeout)
     finally:
         for fd in (*sources.values(), *node_sources.values()):
             os.close(fd)

@@ -32,7 +32,7 @@ def generate(args: argparse.Namespace) -> int:
     gpuhook_bin = os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), "gpuhook")
     for vendor in wanted:
         spec, warnings = build(vendor, inventory.vendor(vendor.NAME), inventory.root, caps, gpuhook_bin,  # type: ignore[arg-type]
-                               config_path()[0], args.cdi_version)
+                               config_path()[0], args.cdi_version, config.hook_timeout)
         for w in warnings:
             print(f"gpuhook cdi: warning: {w}", file=sys.stderr)
         text = to_yaml(spec) + "\n" if args.format == "yaml" else json.dumps(spec, indent=2) + "\n"

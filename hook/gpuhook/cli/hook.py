@@ -24,16 +24,20 @@ if TYPE_CHECKING:
     from gpuhook.plan.prepare import Prepared
 
 STAGES = ("prestart", "createRuntime", "poststop", "update-ldcache")
+_MAX_STATE = 1 << 20  # runc's state is a few hundred bytes; more is not a state
 
 
 def main(stage: str | None, folders: list[str] | None = None) -> int:
     """Run one hook stage (detected from the state's status when not given); 0 on success."""
     try:
-        state = fastjson.loads(sys.stdin.buffer.read())
+        state = fastjson.loads(sys.stdin.buffer.read(_MAX_STATE))
         if not isinstance(state, dict):
             raise ValueError("not a JSON object")
-    except ValueError as e:
-        print(f"gpuhook hook: the OCI state on stdin is not JSON ({e})", file=sys.stderr)
+    except (ValueError, RecursionError) as e:
+        if stage == "poststop":  # a container's removal never waits on gpuhook
+            print(f"gpuhook hook: poststop: the OCI state on stdin is not a JSON object ({e})", file=sys.stderr)
+            return 0
+        print(f"gpuhook hook: the OCI state on stdin is not a JSON object ({e})", file=sys.stderr)
         return 1
     stage = stage or ("poststop" if state.get("status") == "stopped" else "prestart")
     if stage == "poststop":
@@ -55,10 +59,10 @@ def _prestart(state: dict[str, object]) -> None:
     from gpuhook.apply.spec import read_spec, rootfs
     from gpuhook.cli.inject import prepare
 
-    bundle = str(state.get("bundle") or "")
-    pid = state.get("pid")
-    if not bundle or not isinstance(pid, int):
-        raise SpecError("the OCI state on stdin lacks the bundle or the container's pid")
+    bundle, pid = state.get("bundle"), state.get("pid")
+    if not isinstance(bundle, str) or not bundle or not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        raise SpecError("the OCI state on stdin lacks the bundle or the container's pid (or they are not a string "
+                        "and a number)")
     spec = read_spec(bundle)
     config = load()
     log = logs.logger(config, str(state.get("id", "")), "hook")
@@ -76,7 +80,8 @@ def _prestart(state: dict[str, object]) -> None:
         log.warning("hook", detail=w)
     user = (spec.get("process") or {}).get("user") or {}
     gids = {int(user.get("gid", 0)), *(int(g) for g in user.get("additionalGids") or [])}
-    live.apply(todo, pid, rootfs(spec, bundle), config.host_root, config.ldconfig, int(user.get("uid", 0)), gids)
+    live.apply(todo, pid, rootfs(spec, bundle), config.host_root, config.ldconfig, int(user.get("uid", 0)), gids,
+               config.hook_timeout, config.state_dir, prepared.edits.mounts)
     cid = str(state.get("id", ""))
     containers.save(config.state_dir, containers.ContainerRecord(cid, prepared.drivers, "", pid, start_time(pid),
                                                                  prepared.gpus))
@@ -103,19 +108,26 @@ def _tune(config: Config, cid: str, pid: int, prepared: Prepared, log: Any) -> N
 
 
 def _update_ldcache(state: dict[str, object], folders: list[str]) -> None:
-    """CDI's createContainer hook: the host's ldconfig, chrooted into the container root, lists `folders`."""
+    """CDI's createContainer hook: the host's ldconfig, chrooted into the container root alone, lists `folders`."""
+    from gpuhook.apply.linker_cache import refresh
     from gpuhook.apply.spec import read_spec, rootfs
-    from gpuhook.proc import run
 
-    bundle = str(state.get("bundle") or "")
+    bundle = state.get("bundle")
+    if not isinstance(bundle, str) or not bundle:
+        raise SpecError("the OCI state on stdin lacks the bundle (or it is not a string)")
     spec = read_spec(bundle)
-    run([load().ldconfig, "-r", rootfs(spec, bundle), *folders], timeout=30)
+    config = load()
+    files = ((m["source"], m["destination"]) for m in spec.get("mounts") or []  # the CDI spec's driver files
+             if isinstance(m.get("source"), str) and isinstance(m.get("destination"), str)
+             and os.path.isfile(m["source"]))
+    refresh(rootfs(spec, bundle), config.ldconfig, tuple(folders), files, config.state_dir, config.hook_timeout)
 
 
 def _poststop(state: dict[str, object]) -> int:
     """Releases the container's tuning and leases. Never fails: a container's removal must not depend on
     gpuhook; what cannot be restored now stays in the ledger for `gpuhook gc`."""
-    cid = str(state.get("id", ""))
+    found = state.get("id")
+    cid = found if isinstance(found, str) else ""
     try:
         config = load()
         log = logs.logger(config, cid, "hook")
@@ -123,7 +135,7 @@ def _poststop(state: dict[str, object]) -> int:
         for p in problems:
             log.error("restore failed", detail=p)
         log.info("poststop", problems=len(problems))
-    except (GpuhookError, OSError, ValueError) as e:
+    except (GpuhookError, OSError, ValueError, TypeError, KeyError) as e:  # whatever it was given: exit 0
         print(f"gpuhook hook: poststop: {e} (left for gpuhook gc)", file=sys.stderr)
     return 0
 

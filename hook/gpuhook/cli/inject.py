@@ -85,18 +85,26 @@ def edited_spec(spec: Spec, bundle: str, container_id: str, table: dict[str, Any
                 validated: bool = False, runtime_root: str = "/run/runc") -> tuple[Spec | None, tuple[str, ...]]:
     """The spec with the container's GPUs added (None when it asks for nothing) and warnings for the user.
     Records the container under state_dir (for doctor's stale-driver report)."""
-    from gpuhook.apply.spec import apply_edits, rootfs
+    from gpuhook.apply.spec import apply_with, rootfs
+    from gpuhook.edits import SpecContext
     from gpuhook.errors import ConfigError
 
     config = from_table(table, config_path, validated)
-    gpuhook_bin = os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), "gpuhook")
+    here = os.path.dirname(os.path.abspath(sys.argv[0]))
+    gpuhook_bin = os.path.join(here, "gpuhook")
     prepared = prepare(spec, bundle, config, logs.logger(config, container_id, "shim"), gpuhook_bin)
     if prepared is None:
         return None, ()
     if (prepared.settings or prepared.exclusive) and not os.access(gpuhook_bin, os.X_OK):
         raise ConfigError(f"tuning needs the gpuhook hook next to gpuhook-runtime, but {gpuhook_bin} is missing: "
                           "reinstall gpuhook (./install.sh)")
-    new = apply_edits(spec, prepared.edits, rootfs(spec, bundle), config.ldconfig)
+    if prepared.edits.ldcache_dirs:
+        from gpuhook.apply.linker_cache import make_mountpoint
+
+        make_mountpoint(config.state_dir)
+    ctx = SpecContext(rootfs(spec, bundle), config.ldconfig, config.hook_timeout, config.state_dir,
+                      os.path.join(here, "gpuhook-ldcache"), gpuhook_bin, config.path)
+    new = apply_with(spec, prepared.edits, ctx)
     containers.save(config.state_dir, containers.ContainerRecord(container_id, prepared.drivers, runtime_root,
                                                                  gpus=prepared.gpus))
     return new, prepared.warnings

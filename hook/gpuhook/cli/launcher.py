@@ -30,27 +30,36 @@ def write_launchers(dest: str, python: str, path_entries: list[str]) -> dict[str
     native = build_front_end(dest)
     if native:
         written["gpuhook-runtime"] = native
+    helper = build_native(dest, "ldcache.c", "gpuhook-ldcache", "the linker-cache helper")
+    if helper:
+        written["gpuhook-ldcache"] = helper
     return written
 
 
 def build_front_end(dest: str) -> str | None:
     """Compile the native pass-through front end into dest/gpuhook-runtime (the Python shim stays as
     gpuhook-runtime-py beside it); None, leaving the Python launcher in place, without a C compiler."""
+    from gpuhook.configfile import CACHE_DIR
+
+    return build_native(dest, "runtime.c", "gpuhook-runtime", "the native front end", f'-DCACHE_DIR="{CACHE_DIR}"')
+
+
+def build_native(dest: str, source: str, name: str, what: str, *flags: str) -> str | None:
+    """Compile native/`source` into dest/`name`; None without a C compiler or when it does not build (gpuhook
+    then uses its Python path for it). Writes a file."""
     import shutil
     import subprocess
-
-    from gpuhook.configfile import CACHE_DIR
 
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         return None
-    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "native", "runtime.c")
-    target = os.path.join(dest, "gpuhook-runtime")
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "native", source)
+    target = os.path.join(dest, name)
     tmp = f"{target}.tmp{os.getpid()}"
-    done = subprocess.run([cc, "-O2", "-o", tmp, source, f'-DCACHE_DIR="{CACHE_DIR}"'], capture_output=True,
-                          text=True, check=False, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
+    done = subprocess.run([cc, "-O2", "-o", tmp, path, *flags], capture_output=True, text=True, check=False,
+                          env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
     if done.returncode != 0:
-        print(f"gpuhook: the native front end did not build ({done.stderr.strip()}); using Python", file=sys.stderr)
+        print(f"gpuhook: {what} did not build ({done.stderr.strip()}); using Python", file=sys.stderr)
         return None
     os.replace(tmp, target)
     return target

@@ -41,6 +41,7 @@ class HostFacts:
     root_path: str = ""  # the container's root filesystem
     dev_link: str | None = None  # the image's /dev is a symbolic link to this
     image_read: bool = False  # the image root was there to read
+    image_notes: tuple[str, ...] = ()  # image files gpuhook refused to read (a FIFO, a device, too large)
     image_rocm: str | None = None
     compat_dir: str = ""  # where the image's compat directory really is (inside the image), when it has one
     compat_versions: tuple[str, ...] = ()  # libcuda.so.<version> files in it
@@ -63,15 +64,17 @@ def gather(needs: Needs, root: Root, inventory: Sequence[VendorInventory], root_
     dev = os.path.join(root_path, "dev")
     dev_link = os.readlink(dev) if os.path.islink(dev) else None
     image_rocm, compat_dir, image_read = None, "", False
+    image_notes: tuple[str, ...] = ()
     compat_versions: tuple[str, ...] = ()
     if needs.image and os.path.isdir(root_path):
         from gpuhook.host import image
 
         # reads only, so the O_NOFOLLOW walk (os alone) serves; openat2 would cost ctypes before every GPU container
+        notes: list[str] = []
         with image.InRoot(root_path, use_openat2=False) as tree:
-            image_rocm = image.rocm_version(tree)
+            image_rocm = image.rocm_version(tree, notes)
             compat_dir, compat_versions = image.compat_libcuda(tree)
-        image_read = True
+        image_read, image_notes = True, tuple(notes)
     nvidia = next((v for v in inventory if v.vendor == "nvidia"), None)  # CUDA and NVML are NVIDIA's
     cuda, unknown = _host_cuda(nvidia, root) if needs.cuda and nvidia else (None, "")
     nvml = _nvml_facts(nvidia, root, needs.nvml) if needs.nvml and nvidia else ()
@@ -88,8 +91,8 @@ def gather(needs: Needs, root: Root, inventory: Sequence[VendorInventory], root_
             found = get(vendor).procfs_files(root, gpus, config.policy)
             if found:
                 procfs.append((vendor, found[0], tuple(sorted(found[1].items()))))
-    return HostFacts(root_path, dev_link, image_read, image_rocm, compat_dir, compat_versions, cuda, unknown, nvml,
-                     trees, tuple(procfs), leases, os.access(config.ldconfig, os.X_OK))
+    return HostFacts(root_path, dev_link, image_read, image_notes, image_rocm, compat_dir, compat_versions, cuda,
+                     unknown, nvml, trees, tuple(procfs), leases, os.access(config.ldconfig, os.X_OK))
 
 
 def _host_cuda(inv: VendorInventory, root: Root) -> tuple[str | None, str]:

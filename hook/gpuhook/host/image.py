@@ -13,10 +13,13 @@ import errno
 import os
 import stat
 
-from gpuhook.request.requirements import version_tuple
+from gpuhook.errors import UnsafePathError
+from gpuhook.request.requirements import is_version, version_tuple
 
 _MAX_LINKS = 40
 PATH_FLAGS = os.O_PATH | os.O_CLOEXEC
+MAX_READ = 64 * 1024  # bytes of an image file gpuhook reads: version files are a few bytes
+MAX_ENTRIES = 4096  # directory entries of an image directory gpuhook lists
 _PATH = PATH_FLAGS
 
 
@@ -54,20 +57,37 @@ class InRoot:
                                     syscalls.RESOLVE_IN_ROOT | syscalls.RESOLVE_NO_MAGICLINKS)
         return self._walk(path, flags, follow_last)
 
-    def read_text(self, path: str) -> str:
-        """A small file's text, read inside the root."""
-        fd = self.open(path, os.O_RDONLY)
-        with os.fdopen(fd, "r", errors="replace") as f:
-            return f.read()
+    def read_text(self, path: str, limit: int = MAX_READ) -> str:
+        """A small regular file's text, read inside the root: never a FIFO, device or socket (opened first as a
+        path, which never blocks nor reaches a driver), never more than `limit` bytes. UnsafePathError else."""
+        fd = self.open(path, _PATH)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise UnsafePathError(f"the image's {path} is {_kind(st.st_mode)}, not a regular file")
+            if st.st_size > limit:
+                raise UnsafePathError(f"the image's {path} is {st.st_size} bytes: more than the {limit} gpuhook reads")
+            data = _read_at_most(os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), limit)
+        finally:
+            os.close(fd)
+        if len(data) > limit:  # it grew since fstat
+            raise UnsafePathError(f"the image's {path} is more than the {limit} bytes gpuhook reads")
+        return data.decode("utf-8", "replace")
 
-    def listdir(self, path: str) -> list[str]:
-        """Entries of a directory inside the root ([] when absent)."""
+    def listdir(self, path: str, limit: int = MAX_ENTRIES) -> list[str]:
+        """Entries of a directory inside the root ([] when absent), sorted; at most `limit` of them are read."""
         try:
             fd = self.open(path, os.O_RDONLY | os.O_DIRECTORY)
         except OSError:
             return []
         try:
-            return sorted(os.listdir(fd))
+            with os.scandir(fd) as entries:
+                names: list[str] = []
+                for entry in entries:
+                    if len(names) >= limit:
+                        break
+                    names.append(entry.name)
+            return sorted(names)
         finally:
             os.close(fd)
 
@@ -122,6 +142,30 @@ class InRoot:
                 os.close(f)
 
 
+def _read_at_most(fd: int, limit: int) -> bytes:
+    """Up to limit + 1 bytes of an open file (one more, to tell a file that grew); closes it."""
+    try:
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, limit + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"),
+                       (stat.S_ISLNK, "a symbolic link")):
+        if test(mode):
+            return name
+    return "not a file"
+
+
 def _has_openat2() -> bool:
     from gpuhook import syscalls
 
@@ -135,18 +179,23 @@ def _has_openat2() -> bool:
 COMPAT_DIR = "/usr/local/cuda/compat"
 
 
-def rocm_version(image: InRoot) -> str | None:
+def rocm_version(image: InRoot, notes: list[str] | None = None) -> str | None:
     """The ROCm version an image ships (/opt/rocm/.info/version, else the newest /opt/rocm-*/), or None.
-    Reads files inside the image root only (links resolved inside it, never out of it)."""
+    Reads files inside the image root only (links resolved inside it, never out of it); a file gpuhook refuses
+    to read (a FIFO, a device, too large) is said in `notes`."""
     candidates = ["/opt/rocm/.info/version"]
     candidates += [f"/opt/{d}/.info/version" for d in image.listdir("/opt") if d.startswith("rocm-")]
     versions = []
     for path in candidates:
         try:
             text = image.read_text(path).strip().split("-")[0]
+        except UnsafePathError as e:
+            if notes is not None:
+                notes.append(f"{e}: its ROCm version was not read")
+            continue
         except OSError:
             continue
-        if text and all(p.isdigit() for p in text.split(".")):
+        if text and is_version(text):
             if path == candidates[0]:
                 return text
             versions.append(text)

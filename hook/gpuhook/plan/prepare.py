@@ -106,7 +106,7 @@ def decide(request: Request, inventory: Inventory, facts: HostFacts, spec: Spec,
 
         rocm_edits, tree_version = _host_rocm(request, config, by_vendor, facts, env, inventory.root)
         verdict = compat.check(selected, env, annotations, facts, config.policy.rocm_compatibility, tree_version)
-        verdict_edits, warnings = verdict.edits, verdict.warnings
+        verdict_edits, warnings = verdict.edits, (*facts.image_notes, *verdict.warnings)
     injected = edits_for(selected, request, inventory) if request.wants_gpus else Edits()
     hardening = merge([get(v).hardening(config.policy) for v in by_vendor])
     edits = merge([verdict_edits, injected, rocm_edits, hardening,
@@ -177,5 +177,5 @@ def _host_rocm(request: Request, config: Config, by_vendor: dict[str, Any], fact
 def _tuning_hooks(config: Config, gpuhook_bin: str) -> Edits:
     """The prestart hook that applies tuning and the poststop hook that restores it (shim mode)."""
     env = (f"GPUHOOK_CONFIG={config.path}", "PATH=/usr/sbin:/usr/bin:/sbin:/bin")
-    return Edits(hooks=(Hook("prestart", gpuhook_bin, ("gpuhook", "hook", "prestart"), env),
-                        Hook("poststop", gpuhook_bin, ("gpuhook", "hook", "poststop"), env)))
+    return Edits(hooks=(Hook("prestart", gpuhook_bin, ("gpuhook", "hook", "prestart"), env, config.hook_timeout),
+                        Hook("poststop", gpuhook_bin, ("gpuhook", "hook", "poststop"), env, config.hook_timeout)))

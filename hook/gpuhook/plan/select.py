@@ -34,13 +34,13 @@ def select(sel: Selection, inventory: Inventory, vendors: dict[str, Vendor]) -> 
     if sel.devices is None:
         gpus: tuple[Gpu, ...] = inv.gpus
         if not gpus:
-            raise PlanError(f"{sel.source}={sel.raw!r} asks for all {_label(inv, vendors)} GPUs but the "
+            raise PlanError(f"{sel.source}={sel.shown!r} asks for all {_label(inv, vendors)} GPUs but the "
                             f"{_label(inv, vendors)} driver on this host lists none")
     else:
         gpus = tuple(dict.fromkeys(_find(ident, sel, inv, vendors) for ident in sel.devices))
     for gpu in gpus:
         if gpu.missing:
-            raise PlanError(f"{sel.source}={sel.raw!r}: {_label(inv, vendors)} GPU {gpu.index} ({gpu.pci}) "
+            raise PlanError(f"{sel.source}={sel.shown!r}: {_label(inv, vendors)} GPU {gpu.index} ({gpu.pci}) "
                             f"has no device node {gpu.missing[0]} on this host: load the driver's device "
                             "nodes (nvidia-modprobe / udev) or pick another GPU")
     return inv, gpus
@@ -50,7 +50,7 @@ def _vendor_for(sel: Selection, inventory: Inventory, vendors: dict[str, Vendor]
     if sel.vendor is not None:
         inv = inventory.vendor(sel.vendor)
         if inv is None:
-            raise PlanError(f"{sel.source}={sel.raw!r} asks for {vendors[sel.vendor].LABEL} GPUs but "
+            raise PlanError(f"{sel.source}={sel.shown!r} asks for {vendors[sel.vendor].LABEL} GPUs but "
                             f"{_host_has(inventory, vendors)}")
         return inv
     ids = sel.devices or ()
@@ -65,9 +65,9 @@ def _vendor_for(sel: Selection, inventory: Inventory, vendors: dict[str, Vendor]
     if len(candidates) == 1:
         return candidates[0]
     if not candidates:
-        raise PlanError(f"{sel.source}={sel.raw!r} asks for GPUs but {_host_has(inventory, vendors)}")
+        raise PlanError(f"{sel.source}={sel.shown!r} asks for GPUs but {_host_has(inventory, vendors)}")
     names = " and ".join(f"{_label(v, vendors)} ({len(v.gpus)} GPUs)" for v in candidates)
-    raise PlanError(f"{sel.source}={sel.raw!r} is ambiguous: this host has {names}; add "
+    raise PlanError(f"{sel.source}={sel.shown!r} is ambiguous: this host has {names}; add "
                     + " or ".join(f"gpuhook.dev/vendor={v.vendor}" for v in candidates))
 
 
@@ -76,7 +76,8 @@ def _find(ident: str, sel: Selection, inv: VendorInventory, vendors: dict[str, V
         if ident.lower() in (str(gpu.index), gpu.uuid.lower(), gpu.pci):
             return gpu
     have = ", ".join(f"{g.index} ({g.uuid or g.pci})" for g in inv.gpus) or "none"
-    raise PlanError(f"{sel.source}={sel.raw!r}: no {_label(inv, vendors)} GPU {ident} on this host; "
+    count = f" ({len(inv.gpus)} {_label(inv, vendors)} GPUs)" if ident.isdigit() else ""
+    raise PlanError(f"{sel.source}={sel.shown!r}: no {_label(inv, vendors)} GPU {ident} on this host{count}; "
                     f"it has: {have}")
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from gpuhook.errors import RequestError
 from gpuhook.frozen import frozen
-from gpuhook.request.ids import parse_item
+from gpuhook.request.ids import check_length, parse_item
+from gpuhook.request.requirements import is_version
 from gpuhook.request.tuning import KEYS as TUNING_KEYS
 from gpuhook.request.tuning import Tuning, parse_tuning
 from gpuhook.vendors.registry import all_vendors, names
@@ -32,6 +33,11 @@ class Selection:
     devices: tuple[str, ...] | None
     source: str  # the annotation or env key it came from
     raw: str
+
+    @property
+    def shown(self) -> str:
+        """The raw value as messages quote it (a long list is cut)."""
+        return self.raw if len(self.raw) <= 64 else self.raw[:64] + "…"
 
 
 @frozen
@@ -99,7 +105,7 @@ def _parse_host_rocm(raw: str) -> HostRocm | None:
         return None
     if value == "true":
         return HostRocm(None, bool(flag))
-    if not all(p.isdigit() for p in value.split(".")) or value.count(".") > 2:
+    if not is_version(value):
         raise RequestError(f"annotation {PREFIX}host-rocm={raw!r}: {value!r} is not a ROCm version such as 6.2.1")
     return HostRocm(value, bool(flag))
 
@@ -147,6 +153,7 @@ def _env_selections(env: Mapping[str, str], accept_env: bool) -> tuple[Selection
 def _parse_gpus(key: str, raw: str, vendor: str | None, none_means_driver: bool = False) -> Selection | None:
     """None when nothing is asked; `none` means the driver without GPUs where the vendor says so, `void`
     (in env) nothing."""
+    check_length(key, raw)
     value = raw.strip()
     low = value.lower()
     if low == "none":
@@ -155,9 +162,7 @@ def _parse_gpus(key: str, raw: str, vendor: str | None, none_means_driver: bool 
         return None
     if low == "all":
         return Selection(vendor, None, key, raw)
-    ids: list[str] = []
+    ids: dict[str, None] = {}
     for item in value.split(","):
-        for ident in parse_item(key, raw, item.strip()):
-            if ident not in ids:
-                ids.append(ident)
+        ids.update(dict.fromkeys(parse_item(key, raw, item.strip())))
     return Selection(vendor, tuple(ids), key, raw)

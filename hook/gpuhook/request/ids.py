@@ -8,14 +8,22 @@ from __future__ import annotations
 from gpuhook.errors import RequestError
 
 _HEX = frozenset("0123456789abcdefABCDEF")
+MAX_INDEX = 1023  # no host has more GPUs: ranges are bounded by this, not by the numbers a request names
+MAX_LIST = 4096  # characters in one GPU list: its cost is linear in this, whatever it names
+
+
+def check_length(key: str, raw: str) -> None:
+    """RequestError for a GPU list too long to be one."""
+    if len(raw) > MAX_LIST:
+        raise RequestError(f"{key} is {len(raw)} characters long: a GPU list has at most {MAX_LIST}")
 
 
 def parse_item(key: str, raw: str, item: str) -> list[str]:
     """The normalised identifiers one comma item of a GPU list names; RequestError naming the forms."""
     if is_decimal(item):
-        return [str(int(item))]
+        return [str(_index(key, raw, item))]
     first, dash, last = item.partition("-")
-    if dash and is_decimal(first) and is_decimal(last) and int(first) <= int(last):
+    if dash and is_decimal(first) and is_decimal(last) and _index(key, raw, first) <= _index(key, raw, last):
         return [str(i) for i in range(int(first), int(last) + 1)]
     from gpuhook.vendors.registry import all_vendors
 
@@ -27,6 +35,13 @@ def parse_item(key: str, raw: str, item: str) -> list[str]:
         return [normalize_pci(item)]
     raise RequestError(f"{key}={raw!r}: cannot read {item!r} as a GPU; expected all, none, an index (0), "
                        "a range (0-3), a UUID (GPU-… or 0x…) or a PCI address (0000:3b:00.0)")
+
+
+def _index(key: str, raw: str, text: str) -> int:
+    if len(text.lstrip("0")) > 4 or int(text) > MAX_INDEX:
+        raise RequestError(f"{key}={raw[:64]!r}: GPU index {text[:16]}{'…' if len(text) > 16 else ''} is beyond "
+                           f"any host (at most {MAX_INDEX + 1} GPUs)")
+    return int(text)
 
 
 def normalize_pci(address: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from gpuhook.errors import RequestError
 from gpuhook.frozen import frozen
+from gpuhook.request.ids import is_decimal
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
 OPS = (">=", "<=", "=", ">", "<")  # two-character operators first
 NVIDIA_KEYS = ("cuda", "driver", "arch", "brand")
 ANNOTATION = "gpuhook.dev/require"
+_DIGITS = 9  # per version part: versions are compared as numbers, and no version has longer parts
 
 
 @frozen
@@ -81,7 +83,7 @@ def from_container(env: Mapping[str, str], annotations: Mapping[str, str]) -> tu
         legacy = env.get("CUDA_VERSION", "").strip()
         if legacy and not env.get("NVIDIA_REQUIRE_CUDA", "").strip():
             parts = legacy.split(".")
-            if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
+            if len(parts) >= 2 and is_version(f"{parts[0]}.{parts[1]}"):
                 out.append(Requirement("CUDA_VERSION", legacy, ((Condition("cuda", ">=", f"{parts[0]}.{parts[1]}"),),)))
     if annotations.get(ANNOTATION, "").strip():
         out.append(parse(ANNOTATION, annotations[ANNOTATION], (*NVIDIA_KEYS, "rocm")))
@@ -113,8 +115,14 @@ def holds(cond: Condition, facts: Facts) -> bool:
 
 def version_tuple(version: str, width: int = 3) -> tuple[int, ...]:
     """'12.4' -> (12, 4, 0): numeric, zero-padded, so that 12.4 == 12.4.0 and 535.54.03 > 535.54."""
-    nums = [int(p) for p in version.split(".") if p.isdigit()]
+    nums = [int(p) for p in version.split(".") if is_decimal(p) and len(p) <= _DIGITS]
     return tuple(nums + [0] * (width - len(nums)))
+
+
+def is_version(text: str, parts: int = 3) -> bool:
+    """Up to `parts` dot-separated ASCII numbers of at most 9 digits each: 12.4, 535.54.03, 6.2.1."""
+    split = text.split(".")
+    return len(split) <= parts and all(is_decimal(p) and len(p) <= _DIGITS for p in split)
 
 
 def _condition(source: str, raw: str, text: str, keys: tuple[str, ...]) -> Condition:
@@ -129,7 +137,7 @@ def _condition(source: str, raw: str, text: str, keys: tuple[str, ...]) -> Condi
             break
         if key == "brand" and op != "=":
             raise RequestError(f"{source}={raw!r}: brand takes only '=' (in {text!r})")
-        if key != "brand" and not all(p.isdigit() for p in value.split(".")):
+        if key != "brand" and not is_version(value, 4):
             break
         return Condition(key, op, value)
     raise RequestError(f"{source}={raw!r}: cannot read {text!r}; expected KEY OP VERSION with KEY one of "

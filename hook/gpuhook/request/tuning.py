@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from gpuhook.errors import RequestError
 from gpuhook.frozen import frozen
+from gpuhook.request.ids import is_decimal
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -13,6 +14,8 @@ if TYPE_CHECKING:
 PERF_LEVELS = ("auto", "low", "high", "manual", "profile_standard", "profile_peak", "profile_min_sclk",
                "profile_min_mclk", "perf_determinism")
 COMPUTE_MODES = ("default", "exclusive-process", "prohibited")
+MAX_MHZ = 100_000  # well above any GPU clock; NVML takes 32-bit values
+MAX_WATTS = 10_000  # well above any GPU board; NVML takes milliwatts in 32 bits
 KEYS = ("clocks", "power-limit", "perf-level", "compute-mode", "exclusive", "fine-grain-pcie", "gfx-override")
 
 
@@ -40,7 +43,7 @@ def parse_tuning(ours: Mapping[str, str]) -> Tuning:
     if "gfx-override" in ours:
         value = ours["gfx-override"].strip()
         parts = value.split(".")
-        if len(parts) != 3 or not all(p.isdigit() for p in parts):
+        if len(parts) != 3 or not all(is_decimal(p) and len(p) <= 3 for p in parts):
             _bad("gfx-override", ours["gfx-override"], "a gfx version such as 10.3.0")
         env.append(f"HSA_OVERRIDE_GFX_VERSION={value}")
     return Tuning(_clocks(ours), _watts(ours), _choice(ours, "perf-level", PERF_LEVELS),
@@ -48,7 +51,8 @@ def parse_tuning(ours: Mapping[str, str]) -> Tuning:
 
 
 def _bad(key: str, raw: str, expected: str) -> None:
-    raise RequestError(f"annotation gpuhook.dev/{key}={raw!r}: expected {expected}")
+    shown = raw if len(raw) <= 64 else raw[:64] + "…"
+    raise RequestError(f"annotation gpuhook.dev/{key}={shown!r}: expected {expected}")
 
 
 def _clocks(ours: Mapping[str, str]) -> tuple[int, int] | None:
@@ -56,11 +60,11 @@ def _clocks(ours: Mapping[str, str]) -> tuple[int, int] | None:
         return None
     raw = ours["clocks"]
     low, sep, high = raw.strip().lower().removesuffix("mhz").partition("-")
-    if not low.strip().isdigit() or (sep and not high.strip().isdigit()):
+    if not _number(low.strip()) or (sep and not _number(high.strip())):
         _bad("clocks", raw, "MHz (1500) or a range (1200-1800)")
     lo, hi = int(low), int(high) if sep else int(low)
-    if lo <= 0 or hi < lo:
-        _bad("clocks", raw, "a positive MHz value or a range whose first value is the lower")
+    if lo <= 0 or hi < lo or hi > MAX_MHZ:
+        _bad("clocks", raw, f"a positive MHz value up to {MAX_MHZ} or a range whose first value is the lower")
     return lo, hi
 
 
@@ -69,9 +73,13 @@ def _watts(ours: Mapping[str, str]) -> int | None:
         return None
     raw = ours["power-limit"]
     value = raw.strip().lower().removesuffix("w").strip()
-    if not value.isdigit() or int(value) <= 0:
-        _bad("power-limit", raw, "watts, e.g. 300")
+    if not _number(value) or not 0 < int(value) <= MAX_WATTS:
+        _bad("power-limit", raw, f"watts, e.g. 300 (at most {MAX_WATTS})")
     return int(value)
+
+
+def _number(text: str) -> bool:
+    return is_decimal(text) and len(text) <= 6
 
 
 def _choice(ours: Mapping[str, str], key: str, choices: tuple[str, ...]) -> str | None:

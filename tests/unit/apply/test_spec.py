@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from gpuhook.apply.spec import apply_edits, load_spec, rootfs, write_atomic
-from gpuhook.edits import DeviceRule, Edits, Mount
+from gpuhook.apply.spec import apply_edits, apply_with, load_spec, rootfs, write_atomic
+from gpuhook.edits import DeviceNode, DeviceRule, Edits, Mount, SpecContext
 from gpuhook.errors import SpecError
-from gpuhook.host.inventory import DeviceNode
 
 NODE = DeviceNode("/dev/nvidia0", "c", 195, 0, 0o666, 0, 0)
 EDITS = Edits(device_nodes=(NODE,), device_rules=(DeviceRule("c", 195, 0),),
@@ -32,10 +31,25 @@ def test_apply_adds_everything_and_keeps_unknown_fields() -> None:
                               "source": "/h/libcuda.so.1.2", "options": ["ro", "nosuid", "nodev", "bind"]}]
     assert out["process"]["env"] == ["B=1", "A=new"]
     assert out["process"]["user"]["additionalGids"] == [109]
-    (hook,) = out["hooks"]["createContainer"]
-    assert hook["path"] == "/sbin/ldconfig" and hook["args"] == ["ldconfig", "-r", "/b/rootfs", "/usr/lib"]
-    assert all(not e.startswith(("LD_", "PYTHON")) for e in hook["env"])
+    (hook,) = out["hooks"]["createContainer"]  # without the native helper: the Python hook, the same refresh
+    assert hook["path"] == "/usr/local/bin/gpuhook" and hook["args"] == ["gpuhook", "hook", "update-ldcache",
+                                                                          "--folder", "/usr/lib"]
+    assert all(not e.startswith(("LD_", "PYTHON")) for e in hook["env"]) and hook["timeout"] == 30
     assert SPEC["mounts"] == []  # the input is not mutated
+
+
+def test_the_native_helper_refreshes_the_cache_with_only_gpuhooks_library_mounts(tmp_path: Path) -> None:
+    helper = tmp_path / "gpuhook-ldcache"
+    helper.write_text("#!/bin/sh\n")
+    helper.chmod(0o755)
+    edits = Edits(mounts=(Mount("/h/libcuda.so.1.2", "/usr/lib/libcuda.so.1.2"), Mount("/h/smi", "/usr/bin/smi")),
+                  ldcache_dirs=("/usr/lib",))
+    ctx = SpecContext("/b/rootfs", "/sbin/ldconfig", 7, "/run/gh", str(helper))
+    (hook,) = apply_with(SPEC, edits, ctx)["hooks"]["createContainer"]
+    assert hook["path"] == str(helper) and hook["timeout"] == 7
+    assert hook["args"] == ["gpuhook-ldcache", "/b/rootfs", "/run/gh/ldcache-root", "/sbin/ldconfig", "1",
+                            "/h/libcuda.so.1.2", "/usr/lib/libcuda.so.1.2", "/usr/lib"]
+    assert edits.lacking(apply_with(SPEC, edits, ctx)).ldcache_dirs == ()
 
 
 def test_apply_is_idempotent() -> None:

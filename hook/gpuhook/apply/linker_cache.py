@@ -1,0 +1,106 @@
+"""The container's linker cache refresh: the host's ldconfig, chrooted into the container root, where nothing
+but the root filesystem itself and gpuhook's own library mounts are mounted.
+
+The image controls its libraries' SONAMEs (one may hold `../`) and its ld.so.conf, and ldconfig makes a link
+named by each SONAME. In the container's own mount namespace the root has the volumes and bind mounts under
+it, so a crafted SONAME could make root write into a volume the container's user cannot write. So the
+refresh runs in a private mount namespace of its own, on a non-recursive bind of the root (no volumes), with
+gpuhook's own library mounts bound back read-only (each target resolved inside the root): whatever ldconfig
+writes stays in the image's own filesystem. Shim mode writes a createContainer hook running the native
+helper (cli/native/ldcache.c), or `gpuhook hook update-ldcache` where it was not built; hook mode and CDI's
+hook do the same from Python.
+"""
+
+from __future__ import annotations
+
+import os
+
+from gpuhook.proc import run
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
+
+    from gpuhook.edits import Mount
+
+HELPER = "gpuhook-ldcache"  # the native helper's name, beside gpuhook-runtime and gpuhook
+_PYTHON = ["gpuhook", "hook", "update-ldcache"]
+
+
+def mountpoint(state_dir: str) -> str:
+    """Where each refresh binds the root, in its own namespace (one directory serves them all)."""
+    return os.path.join(state_dir, "ldcache-root")
+
+
+def make_mountpoint(state_dir: str) -> str:
+    """The mount point, created (root's, 0700) if missing. Writes a directory."""
+    path = mountpoint(state_dir)
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    return path
+
+
+def library_mounts(mounts: Iterable[tuple[str, str]], dirs: tuple[str, ...]) -> list[tuple[str, str]]:
+    """The (source, destination) mounts the cache must see: those inside a listed directory or holding one."""
+    def relevant(dst: str) -> bool:
+        return any(dst.startswith(d.rstrip("/") + "/") or d.startswith(dst.rstrip("/") + "/") or d == dst
+                   for d in dirs)
+
+    return [(src, dst) for src, dst in mounts if relevant(dst)]
+
+
+def hook(root_path: str, ldconfig: str, dirs: tuple[str, ...], mounts: tuple[Mount, ...], state_dir: str,
+         helper: str, gpuhook_bin: str, config_path: str, timeout: int) -> dict[str, Any]:
+    """The createContainer hook (shim mode) that refreshes the cache for `dirs`: the native helper, else the
+    Python hook (the same refresh, slower to start)."""
+    if helper and os.access(helper, os.X_OK):
+        pairs = library_mounts(((m.host_path, m.container_path) for m in mounts), dirs)
+        args = [HELPER, root_path, mountpoint(state_dir), ldconfig, str(len(pairs)),
+                *(p for pair in pairs for p in pair), *dirs]
+        return {"path": helper, "args": args, "env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"],
+                "timeout": timeout}
+    return {"path": gpuhook_bin, "args": [*_PYTHON, *(a for d in dirs for a in ("--folder", d))],
+            "env": [f"GPUHOOK_CONFIG={config_path}", "PATH=/usr/sbin:/usr/bin:/sbin:/bin"], "timeout": timeout}
+
+
+def dirs_in(hook: dict[str, Any]) -> tuple[str, ...] | None:
+    """The directories a refresh hook lists; None for any other hook."""
+    args = hook.get("args") or []
+    if args[:1] == [HELPER] and len(args) > 4 and args[4].isdigit():
+        return tuple(args[5 + 2 * int(args[4]):])
+    if args[:3] == _PYTHON:
+        return tuple(args[i + 1] for i, a in enumerate(args[:-1]) if a == "--folder")
+    return None
+
+
+def refresh(root_path: str, ldconfig: str, dirs: tuple[str, ...], mounts: Iterable[tuple[str, str]],
+            state_dir: str, timeout: float) -> None:
+    """Hook mode and CDI: the same refresh from this process, which moves into a private mount namespace of its
+    own first (it stays there: nothing it does afterwards needs the container's mounts). Mounts; runs ldconfig."""
+    from gpuhook import syscalls  # ctypes: only the hook processes that mount pay for it
+    from gpuhook.apply.container_root import WritableRoot
+
+    target = make_mountpoint(state_dir)
+    syscalls.unshare(syscalls.CLONE_NEWNS)
+    syscalls.mount(None, "/", None, syscalls.MS_REC | syscalls.MS_PRIVATE)
+    syscalls.mount(root_path, target, None, syscalls.MS_BIND)  # not MS_REC: the root's own filesystem only
+    with WritableRoot(target) as view:
+        for src, dst in library_mounts(mounts, dirs):
+            try:
+                to = view.open(dst)
+            except FileNotFoundError:
+                continue
+            source = os.open(src, os.O_PATH | os.O_CLOEXEC)
+            try:
+                syscalls.mount(f"/proc/self/fd/{source}", f"/proc/self/fd/{to}", None,
+                               syscalls.MS_BIND | syscalls.MS_REC)
+            finally:
+                os.close(source)
+                os.close(to)
+            top = view.open(dst)  # the new mount, on top of what `to` pointed at
+            try:
+                syscalls.mount(None, f"/proc/self/fd/{top}", None,
+                               syscalls.MS_REMOUNT | syscalls.MS_BIND | syscalls.MS_RDONLY)
+            finally:
+                os.close(top)
+    run([ldconfig, "-r", target, *dirs], timeout=timeout)

@@ -1,0 +1,117 @@
+"""Hostile images through real runc, in both modes: the linker-cache refresh cannot write outside the image's
+own filesystem, image files that are not small regular files never hang or exhaust gpuhook, and every hook
+gpuhook adds has a deadline. Each run is bounded; what is checked is on the host side."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from gpuhook.testing.stub_libs import build
+
+from .conftest import Run
+
+MODES = ["shim", "hook"]
+NV = {"gpuhook.dev/gpus": "0", "gpuhook.dev/vendor": "nvidia"}
+AMD = {"gpuhook.dev/gpus": "0", "gpuhook.dev/vendor": "amd"}
+LIB = "usr/lib/x86_64-linux-gnu"
+
+
+def _volume(tmp_path: Path) -> Path:
+    """A host directory the container user (1000) cannot write, with a library of the host's in it."""
+    vol = tmp_path / "volume"
+    vol.mkdir()
+    vol.chmod(0o755)
+    lib = build("generic.c", "libhostonly.so.1.0", soname="libhostonly.so.1", defines={"STUB_NAME": '"host"'})
+    (vol / "libhostonly.so.1.0").write_bytes(Path(lib).read_bytes())
+    return vol
+
+
+def _mount_volume(vol: Path) -> object:
+    def edit(spec: dict[str, object]) -> None:
+        spec["mounts"].append({"destination": "/vol", "type": "bind", "source": str(vol),  # type: ignore[attr-defined]
+                               "options": ["rbind", "rw"]})
+    return edit
+
+
+def _evil_sonames(rootfs: Path) -> None:
+    """Libraries whose SONAMEs climb out of their directory, and an ld.so.conf entry naming the volume."""
+    for name, soname in (("libclimb.so.1.0", "../../../vol/pwned.so.1"), ("libabs.so.1.0", "../../../../../vol/x.so")):
+        lib = build("generic.c", name, soname=soname, defines={"STUB_NAME": '"evil"'})
+        (rootfs / LIB / name).write_bytes(Path(lib).read_bytes())
+    (rootfs / "etc/ld.so.conf.d/vol.conf").write_text("/vol\n")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_linker_cache_refresh_writes_nothing_into_a_volume(mixed_host: str, run_container: Run, tmp_path: Path,
+                                                               mode: str) -> None:
+    vol = _volume(tmp_path)
+    before = sorted(os.listdir(vol))
+    r = run_container(mixed_host, "dlopen-probe libcuda.so.1; ls /vol", NV, mode=mode,
+                      spec_edit=_mount_volume(vol), image_edit=_evil_sonames)
+    assert r.rc == 0, r.err
+    assert "dlopen libcuda.so.1 ok" in r.out  # the container still sees its driver libraries in the cache
+    assert sorted(os.listdir(vol)) == before  # no SONAME link, no cache, nothing made in the volume
+    assert not (tmp_path / "pwned.so.1").exists()
+
+
+FILES = {
+    "fifo": lambda p: os.mkfifo(p),
+    "zero-device": lambda p: os.mknod(p, stat.S_IFCHR | 0o644, os.makedev(1, 5)),  # /dev/zero: endless
+    "huge-sparse": lambda p: open(p, "wb").truncate(8 << 30),  # noqa: SIM115
+    "socket-like-dir": lambda p: os.mkdir(p),
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("kind", list(FILES))
+def test_an_image_version_file_that_is_not_a_small_file_never_hangs(mixed_host: str, run_container: Run,
+                                                                     kind: str, mode: str) -> None:
+    def image(rootfs: Path) -> None:
+        info = rootfs / "opt/rocm/.info"
+        info.mkdir(parents=True)
+        FILES[kind](str(info / "version"))
+
+    start = time.monotonic()
+    r = run_container(mixed_host, "ls /dev/kfd", AMD, mode=mode, image_edit=image)
+    assert time.monotonic() - start < 20
+    assert r.rc == 0, r.err
+    assert "/dev/kfd" in r.out  # the container starts; the image's ROCm is unknown, not guessed
+
+
+def _stuck(tmp_path: Path) -> Path:
+    script = tmp_path / "stuck-ldconfig"
+    script.write_text("#!/bin/sh\nexec sleep 120\n")
+    script.chmod(0o755)
+    return script
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_stuck_helper_is_killed_and_the_container_refused(mixed_host: str, run_container: Run, tmp_path: Path,
+                                                             mode: str) -> None:
+    config = (f'host_root = "{mixed_host}"\nruntime = "runc"\nldconfig = "{_stuck(tmp_path)}"\n'
+              f'hook_timeout = 2\nstate_dir = "{tmp_path / "state"}"\n')
+    start = time.monotonic()
+    r = run_container(mixed_host, "true", NV, mode=mode, config=config)
+    assert time.monotonic() - start < 30
+    assert r.rc != 0
+    state = subprocess.run(["runc", "state", r.cid], capture_output=True, text=True, check=False)
+    assert state.returncode != 0  # nothing half-created is left behind
+    leftover = subprocess.run(["pgrep", "-f", "sleep 120"], capture_output=True, text=True, check=False)
+    assert leftover.stdout.strip() == ""
+
+
+def test_every_hook_the_shim_adds_has_a_deadline(mixed_host: str, run_container: Run, tmp_path: Path) -> None:
+    config = (f'host_root = "{mixed_host}"\nruntime = "/bin/true"\nhook_timeout = 7\n'
+              f'state_dir = "{tmp_path / "state"}"\n')
+    r = run_container(mixed_host, "true", {**NV, "gpuhook.dev/clocks": "1500"}, config=config)
+    import json
+
+    spec = json.loads(r.spec_after)
+    hooks = [h for stage in spec["hooks"].values() for h in stage]
+    assert len(hooks) >= 4 and all(h.get("timeout") == 7 for h in hooks), hooks

@@ -1,0 +1,56 @@
+"""Every config.json runc accepts is accepted: null stands for absent; a wrong type is one line naming the field."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from gpuhook.apply.spec import apply_edits, load_spec
+from gpuhook.edits import DeviceNode, Edits, Hook, Mount
+from gpuhook.errors import SpecError
+
+EDITS = Edits.for_nodes([DeviceNode("/dev/nvidia0", "c", 195, 0, 0o660, 0, 44)])
+EDITS = Edits(**{**{f: getattr(EDITS, f) for f in ("device_nodes", "device_rules", "additional_gids")},
+                 "mounts": (Mount("/h/l.so", "/usr/lib/l.so"),), "env": ("A=1",), "masked_paths": ("/x",),
+                 "hooks": (Hook("prestart", "/g", ("g",)),), "ldcache_dirs": ("/usr/lib",)})
+NULLS = ["annotations", "process", "root", "mounts", "linux", "hooks", "linux.devices", "linux.resources",
+         "linux.resources.devices", "linux.maskedPaths", "process.env", "process.user",
+         "process.user.additionalGids", "hooks.createContainer", "hooks.prestart"]
+
+
+def _with(path: str, value: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {"ociVersion": "1.0.2", "process": {"user": {"uid": 0, "gid": 0}, "env": []},
+                            "linux": {"resources": {}}, "hooks": {}, "mounts": []}
+    *parents, last = path.split(".")
+    node = spec
+    for key in parents:
+        node = node.setdefault(key, {})
+    node[last] = value
+    return spec
+
+
+@pytest.mark.parametrize("field", NULLS)
+def test_null_is_absent(field: str) -> None:
+    spec = load_spec(json.dumps(_with(field, None)).encode(), "config.json")
+    out = apply_edits(spec, EDITS, "/r", "/sbin/ldconfig")
+    assert out["linux"]["devices"][0]["path"] == "/dev/nvidia0" and "A=1" in out["process"]["env"]
+
+
+WRONG = [("annotations", ["a"]), ("process.env", {"A": "1"}), ("linux.devices", "x"), ("mounts", {}),
+         ("hooks", []), ("hooks.prestart", {"path": "/x"}), ("linux.devices", [{"major": "195"}]),
+         ("process.user.uid", "0"), ("annotations", {"gpuhook.dev/gpus": 0}), ("root.path", 7),
+         ("linux.resources.devices", [{"major": [1]}]), ("hooks.prestart", ["/x"])]
+
+
+@pytest.mark.parametrize(("field", "value"), WRONG, ids=[f"{f}={json.dumps(v)}" for f, v in WRONG])
+def test_a_wrong_type_is_one_line_naming_the_field(field: str, value: Any) -> None:
+    with pytest.raises(SpecError) as info:
+        load_spec(json.dumps(_with(field, value)).encode(), "config.json")
+    assert field.split(".")[0] in str(info.value) and "\n" not in str(info.value)
+
+
+def test_deep_nesting_is_a_spec_error() -> None:
+    with pytest.raises(SpecError, match="nests too deeply"):
+        load_spec(b"[" * 100_000 + b"]" * 100_000, "config.json")
