@@ -74,10 +74,12 @@ class WritableRoot(InRoot):
         parent = self.make_dirs(os.path.dirname(path))
         name = os.path.basename(path)
         fmt = stat.S_IFCHR if kind == "c" else stat.S_IFBLK
+        made = False
         try:
             old = os.umask(0)
             try:
                 os.mknod(name, fmt | mode, os.makedev(major, minor), dir_fd=parent)
+                made = True
             finally:
                 os.umask(old)
         except FileExistsError:
@@ -85,8 +87,15 @@ class WritableRoot(InRoot):
             if stat.S_IFMT(st.st_mode) != fmt or st.st_rdev != os.makedev(major, minor):
                 os.close(parent)
                 raise UnsafePathError(f"{path} exists in the container and is not device {major}:{minor}") from None
+        except BaseException:
+            os.close(parent)
+            raise
         try:
             os.chown(name, uid, gid, dir_fd=parent, follow_symlinks=False)
+        except OSError:
+            if made:  # ids a user namespace cannot map: no half-made node, the caller binds the host's instead
+                os.unlink(name, dir_fd=parent)
+            raise
         finally:
             os.close(parent)
 

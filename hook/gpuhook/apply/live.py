@@ -8,7 +8,6 @@ cache with the host's ldconfig chrooted into the container root.
 
 from __future__ import annotations
 
-import errno
 import os
 
 from gpuhook import syscalls
@@ -115,10 +114,9 @@ def _host_node(host_base: str, path: str) -> int:
 
 
 def _node(root: WritableRoot, n: DeviceNode, gid: int, host_fd: int) -> None:
-    """mknod the node; where the kernel refuses (a user namespace), bind-mount the host's node instead."""
+    """mknod the node; where the kernel refuses for any reason (a user namespace: EPERM, EOVERFLOW for ids it
+    cannot map, ...), bind-mount the host's node instead. A wrong node already there stays an error."""
     try:
         root.mknod(n.path, n.kind, n.major, n.minor, n.mode, n.uid, gid)
-    except PermissionError as e:
-        if e.errno != errno.EPERM:
-            raise
+    except OSError:
         bind_mount(host_fd, root, n.path, readonly=False)

@@ -127,7 +127,7 @@ def find_runtime(name: str) -> str:
 
 def _fail(args: RuncArgs, message: str) -> NoReturn:
     """Report one line on stderr (and in runc's --log file, where containerd reads errors) and exit 1."""
-    line = message.replace("\n", " ")
+    line = " ".join(message.split())  # one line, whatever the message quoted
     sys.stderr.write(f"gpuhook-runtime: {line}\n")
     if args.log:
         import json
@@ -137,7 +137,8 @@ def _fail(args: RuncArgs, message: str) -> NoReturn:
                 if args.log_format == "json":
                     f.write(json.dumps({"level": "error", "msg": f"gpuhook: {line}"}) + "\n")
                 else:
-                    f.write(f'level=error msg="gpuhook: {line}"\n')
+                    escaped = line.replace("\\", "\\\\").replace('"', '\\"')  # no forged fields in logfmt
+                    f.write(f'level=error msg="gpuhook: {escaped}"\n')
         except OSError:
             pass
     sys.exit(1)

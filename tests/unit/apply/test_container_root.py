@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -83,3 +84,27 @@ def test_mknod_and_existing_nodes(tree: tuple[Path, Path], openat2: bool) -> Non
 def test_dotdot_in_a_created_path_is_refused(tree: tuple[Path, Path], openat2: bool) -> None:
     with WritableRoot(str(tree[0]), openat2) as r, pytest.raises(UnsafePathError, match=r"'\.\.'"):
         r.make_dirs("/usr/../../x")
+
+
+@pytest.mark.parametrize("err", [errno.EPERM, errno.EOVERFLOW, errno.EINVAL])
+def test_a_node_the_kernel_refuses_is_bound_from_the_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          err: int) -> None:
+    """In a user namespace mknod (or the chown after it) fails, whatever the errno: the host's node is bound."""
+    from gpuhook.apply import live
+    from gpuhook.edits import DeviceNode
+
+    (tmp_path / "root/dev").mkdir(parents=True)
+    bound: list[str] = []
+    monkeypatch.setattr(live, "bind_mount", lambda fd, root, target, readonly=True: bound.append(target))
+
+    def refuse(*_: object, **__: object) -> None:
+        raise OSError(err, os.strerror(err))
+
+    monkeypatch.setattr(os, "mknod", refuse)
+    host = os.open("/dev/null", os.O_PATH)
+    try:
+        with WritableRoot(str(tmp_path / "root")) as root:
+            live._node(root, DeviceNode("/dev/nvidia0", "c", 195, 0, 0o666, 0, 0), 0, host)
+    finally:
+        os.close(host)
+    assert bound == ["/dev/nvidia0"] and not (tmp_path / "root/dev/nvidia0").exists()

@@ -36,3 +36,15 @@ def test_a_missing_vendor_is_reported_with_what_the_host_has(fake_host: FakeHost
     with pytest.raises(PlanError, match="asks for AMD GPUs but") as e:
         _prepare(fake_host(**host), tmp_path, {"gpuhook.dev/gpus": "0", "gpuhook.dev/vendor": "amd"})
     assert says in str(e.value)
+
+
+def test_one_nvml_session_however_many_requirements(fake_host: FakeHost, tmp_path: Path) -> None:
+    """Each NVIDIA_REQUIRE_* of the image could have opened its own NVML session; the facts are gathered once."""
+    host = fake_host(nvidia=2)
+    env = {f"NVIDIA_REQUIRE_R{i}": "arch>=7.0 brand=tesla" for i in range(20)}
+    (tmp_path / "b" / "rootfs" / "dev").mkdir(parents=True, exist_ok=True)
+    config = Config(path="c", host_root=host, state_dir=str(tmp_path / "state"))
+    spec = oci_config(["true"], env=env, annotations={"gpuhook.dev/gpus": "all"})
+    assert prepare(spec, str(tmp_path / "b"), config, _Discard()) is not None
+    inits = Path(host + "/var/lib/gpuhook-sim/nvml.inits").read_text().splitlines()
+    assert inits == ["init"]

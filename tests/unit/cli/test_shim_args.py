@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from gpuhook.cli.shim import RuncArgs
@@ -23,3 +25,15 @@ CASES = [
 def test_runc_args(argv: list[str], expect: tuple[object, ...]) -> None:
     a = RuncArgs(argv)
     assert (a.command, a.bundle, a.container_id, a.log, a.log_format) == expect
+
+
+def test_a_quoted_message_cannot_forge_logfmt_fields(tmp_path: Path) -> None:
+    """runc's text log is logfmt: a message quoting the image's text must stay one msg value on one line."""
+    from gpuhook.cli import shim
+
+    log = tmp_path / "log"
+    args = RuncArgs(["--log", str(log), "create", "x"])
+    with pytest.raises(SystemExit):
+        shim._fail(args, 'bad value "x" level=debug msg="forged"\nsecond line')
+    (line,) = log.read_text().splitlines()
+    assert line == ('level=error msg="gpuhook: bad value \\"x\\" level=debug msg=\\"forged\\" second line"')

@@ -35,9 +35,13 @@ static void save_state(void) {
 
 #include "stub_state.h"
 
-int nvmlInit_v2(void) { return 0; }
-int nvmlInit(void) { return 0; }
-int nvmlInitWithFlags(unsigned int flags) { (void)flags; return 0; }
+static void count_init(void) { /* STUB_STATE.inits: one line per session, so tests can count them */
+    FILE *f = fopen(STUB_STATE ".inits", "a");
+    if (f) { fputs("init\n", f); fclose(f); }
+}
+int nvmlInit_v2(void) { count_init(); return 0; }
+int nvmlInit(void) { count_init(); return 0; }
+int nvmlInitWithFlags(unsigned int flags) { (void)flags; count_init(); return 0; }
 int nvmlShutdown(void) { return 0; }
 const char *nvmlErrorString(int r) { return r == 0 ? "Success" : r == 6 ? "Not Found" : "Unknown Error"; }
 
