@@ -53,11 +53,11 @@ def check_shape(spec: Spec, path: str = "config.json") -> None:
             continue
         if not isinstance(value, kind) or isinstance(value, bool):
             raise SpecError(f"{path}: {field} is {_json_type(value)}, expected {_json_type(kind())} (or null)")
-        values = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
-        bad = next((v for v in values if item is not None and not (isinstance(v, item) and not isinstance(v, bool))
-                    and not (item is _LIST and v is None)), None)
-        if item is not None and bad is not None:
-            raise SpecError(f"{path}: {field} holds {_json_type(bad)}, expected {_json_type(item())} items")
+        if item is None:
+            continue
+        for v in _items(value):
+            if not (isinstance(v, item) and not isinstance(v, bool)) and not (item is _LIST and v is None):
+                raise SpecError(f"{path}: {field} holds {_json_type(v)}, expected {_json_type(item())} items")
     for m in spec.get("mounts") or []:
         if not isinstance(m.get("destination", ""), str) or not isinstance(m.get("options") or [], list):
             raise SpecError(f"{path}: a mount's destination or options have the wrong type")
@@ -71,6 +71,11 @@ def check_shape(spec: Spec, path: str = "config.json") -> None:
         for h in hooks or []:
             if not isinstance(h, dict) or not isinstance(h.get("args") or [], list):
                 raise SpecError(f"{path}: hooks.{stage} holds {_json_type(h)}, expected hook objects")
+
+
+def _items(value: Any) -> list[Any]:
+    """An object's values or a list's items."""
+    return list(value.values()) if isinstance(value, dict) else list(value)
 
 
 def _json_type(value: object) -> str:
