@@ -65,3 +65,7 @@ class TuningError(GpuhookError):
 
 class LedgerError(GpuhookError):
     """The ledger is unreadable or inconsistent; an admin must look before gpuhook changes anything."""
+
+
+class StateError(GpuhookError):
+    """state_dir cannot be trusted (not root's alone) or used (full, unwritable)."""

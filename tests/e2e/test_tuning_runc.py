@@ -254,3 +254,19 @@ def test_hook_mode_tuning(tuned) -> None:  # type: ignore[no-untyped-def]
     assert t.nvml()[0][:2] == [1400, 1400]
     t.stop(cid)
     assert t.nvml()[0][:2] == [0, 0]
+
+
+def test_a_clock_range_is_restored_while_another_holds_the_manual_level(tuned) -> None:  # type: ignore[no-untyped-def]
+    """Each restore is real: the range goes when its container goes, whatever others still hold on the GPU."""
+    t = tuned(HostSpec(amd=1, amdsmi=False))
+    dev = Path(f"{t.host}/sys/devices/pci0000:00/0000:80:00.0")
+    a, r = t.start({"gpuhook.dev/gpus": "0", "gpuhook.dev/clocks": "1200-1800"})
+    assert r.returncode == 0, r.stderr
+    b, r = t.start({"gpuhook.dev/gpus": "0", "gpuhook.dev/perf-level": "manual"})
+    assert r.returncode == 0, r.stderr
+    assert (dev / "pp_dpm_sclk").read_text().split() == ["1", "2"]  # levels within 1200-1800 MHz forced
+    t.stop(a)
+    assert (dev / "pp_dpm_sclk").read_text().split() == ["0", "1", "2", "3"]  # every level again
+    assert (dev / "power_dpm_force_performance_level").read_text().strip() == "manual"  # b still holds it
+    t.stop(b)
+    assert (dev / "power_dpm_force_performance_level").read_text().strip() == "auto"

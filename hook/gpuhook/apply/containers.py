@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 
 from gpuhook import fastjson
+from gpuhook.apply.state_dir import ensure
 from gpuhook.atomic import write_text
 from gpuhook.frozen import frozen
 
@@ -25,7 +26,7 @@ class ContainerRecord:
 
 def save(state_dir: str, rec: ContainerRecord) -> None:
     """Write a container's file (atomically). Writes a file."""
-    directory = os.path.join(state_dir, "containers")
+    directory = os.path.join(ensure(state_dir), "containers")
     os.makedirs(directory, mode=0o700, exist_ok=True)
     write_text(os.path.join(directory, f"{os.path.basename(rec.id)}.json"),
                fastjson.dumps({"id": rec.id, "drivers": [list(d) for d in rec.drivers],
@@ -44,7 +45,7 @@ def alive(rec: ContainerRecord) -> bool:
 
 def live_records(state_dir: str) -> list[ContainerRecord]:
     """Records of containers that still exist; the others are removed. Reads (and deletes) files."""
-    directory = os.path.join(state_dir, "containers")
+    directory = os.path.join(ensure(state_dir), "containers")
     out = []
     for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
         if not name.endswith(".json"):

@@ -35,7 +35,9 @@ def mountpoint(state_dir: str) -> str:
 
 def make_mountpoint(state_dir: str) -> str:
     """The mount point, created (root's, 0700) if missing. Writes a directory."""
-    path = mountpoint(state_dir)
+    from gpuhook.apply.state_dir import ensure
+
+    path = mountpoint(ensure(state_dir))
     os.makedirs(path, mode=0o700, exist_ok=True)
     return path
 

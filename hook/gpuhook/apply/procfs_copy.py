@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import zlib
 
+from gpuhook.apply.state_dir import ensure
 from gpuhook.atomic import write_text
 from gpuhook.edits import ProcOverlay
 
@@ -29,7 +30,7 @@ def write(state_dir: str, copy: ProcfsCopy) -> ProcOverlay:
     # information
     content = repr(sorted(files.items()))
     digest = f"{zlib.crc32(content.encode()):08x}-{len(files)}"
-    base = os.path.join(state_dir, f"{copy.vendor}-procfs")
+    base = os.path.join(ensure(state_dir), f"{copy.vendor}-procfs")
     final = os.path.join(base, digest)
     if os.path.isdir(final):
         if _same(final, content):

@@ -39,10 +39,12 @@ def run_checks(config: Config) -> list[Finding]:
     if not loaded:
         out.append(Finding("warn", f"no GPU driver found under host root {config.host_root}",
                            "load the nvidia or amdgpu kernel module"))
-    out.append(_state_dir(config.state_dir))
+    state = _state_dir(config.state_dir)
+    out.append(state)
     out += _runtime(config.runtime)
     out += _engines()
-    out += stale_containers(config.state_dir, loaded)
+    if state.level != "fail":  # records in a state_dir that cannot be trusted are not read
+        out += stale_containers(config.state_dir, loaded)
     return out
 
 
@@ -88,8 +90,13 @@ def _runtime(runtime: str) -> list[Finding]:
 
 
 def _state_dir(state_dir: str) -> Finding:
+    from gpuhook.apply.state_dir import ensure
+
     try:
-        os.makedirs(state_dir, mode=0o700, exist_ok=True)
+        ensure(state_dir)
+    except GpuhookError as e:
+        return Finding("fail", str(e), "chown root and chmod 700 the directory, or set state_dir")
+    try:
         probe = os.path.join(state_dir, f".doctor-{os.getpid()}")
         with open(probe, "w") as f:
             f.write("ok")

@@ -70,6 +70,9 @@ def _live_leases(state_dir: str) -> tuple[tuple[str, str], ...]:
     the ledger module is loaded). A corrupt ledger is reported by the prestart hook, where it matters."""
     if not os.path.exists(os.path.join(state_dir, "ledger.json")):
         return ()
+    from gpuhook.apply.state_dir import ensure
+
+    ensure(state_dir)
     from gpuhook.errors import LedgerError
     from gpuhook.host.processes import holder_alive
     from gpuhook.tuning import ledger

@@ -71,21 +71,25 @@ class AmdSmiBackend:
 
 
 class SysfsBackend:
-    """amdgpu's files in the GPU's PCI device directory under host_root."""
+    """amdgpu's files in the GPU's PCI device directory under host_root: the directory comes from discovery
+    (by PCI address), never from the text of a ledger entry, and every file is opened without following a
+    link. A clock range's original is the list of all its levels, so that restoring it is real even while
+    another container holds the manual performance level."""
 
     def __init__(self, root: Root) -> None:
         self._root = root
+        self._devices: dict[str, str] | None = None
 
     def close(self) -> None:
         """Nothing to close."""
 
     def get(self, s: Setting) -> str:
-        """The current value."""
+        """The current value (a clock range: every level, forced or not)."""
         if s.name == "perf_level":
             return self._read(s, "power_dpm_force_performance_level")
         if s.name == "power_cap":
             return self._read(s, self._hwmon(s))
-        return "default"
+        return "levels " + " ".join(str(i) for i, _ in self._sclk_levels(s))
 
     def set(self, s: Setting, value: str) -> None:
         """Write a value; sclk writes the indices of the DPM levels inside the range (manual level needed)."""
@@ -93,6 +97,8 @@ class SysfsBackend:
             self._write(s, "power_dpm_force_performance_level", value)
         elif s.name == "power_cap":
             self._write(s, self._hwmon(s), value)
+        elif value.startswith("levels "):  # a restore: every level the GPU had
+            self._write(s, "pp_dpm_sclk", value.removeprefix("levels "))
         elif value != "default":  # the kernel drops forced levels when the performance level leaves manual
             lo, hi = (int(x) for x in value.split("-"))
             levels = self._sclk_levels(s)
@@ -113,24 +119,44 @@ class SysfsBackend:
             raise TuningError(f"cannot read the sclk levels of GPU {s.index} ({s.pci}) from pp_dpm_sclk")
         return levels
 
-    def _hwmon(self, s: Setting) -> str:
-        import glob  # re and fnmatch, only for the power cap's hwmon lookup
+    def _device(self, s: Setting) -> str:
+        """The GPU's PCI device directory, as discovery finds it under the host root."""
+        if self._devices is None:
+            from gpuhook.vendors import amd
 
-        found = sorted(glob.glob(self._root.lexical(f"{s.device}/hwmon/hwmon*/power1_cap")))
+            inv = amd.discover(self._root)
+            self._devices = {g.pci: g.sysfs for g in (inv.gpus if inv else ()) if g.sysfs}
+        if s.pci not in self._devices:
+            raise TuningError(f"GPU {s.pci} is not among the host's AMD GPUs with amdgpu sysfs files")
+        return self._root.lexical(self._devices[s.pci])
+
+    def _hwmon(self, s: Setting) -> str:
+        device = self._device(s)
+        hwmon = sorted(n for n in _listdir(f"{device}/hwmon") if n.startswith("hwmon") and n[5:].isdigit())
+        found = [f"hwmon/{n}/power1_cap" for n in hwmon if os.path.isfile(f"{device}/hwmon/{n}/power1_cap")]
         if not found:
             raise TuningError(f"GPU {s.index} ({s.pci}) has no hwmon power1_cap")
-        return os.path.relpath(found[0], self._root.lexical(s.device))
+        return found[0]
 
     def _read(self, s: Setting, name: str) -> str:
         try:
-            with open(self._root.lexical(f"{s.device}/{name}")) as f:
-                return f.read().strip()
+            fd = os.open(f"{self._device(s)}/{name}", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            with os.fdopen(fd) as f:
+                return f.read(4096).strip()
         except OSError as e:
             raise TuningError(f"cannot read {name} of GPU {s.index} ({s.pci}): {e.strerror}") from e
 
     def _write(self, s: Setting, name: str, value: str) -> None:
         try:
-            with open(self._root.lexical(f"{s.device}/{name}"), "w") as f:
+            fd = os.open(f"{self._device(s)}/{name}", os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC)
+            with os.fdopen(fd, "w") as f:
                 f.write(value + "\n")
         except OSError as e:
             raise TuningError(f"cannot write {value} to {name} of GPU {s.index} ({s.pci}): {e.strerror}") from e
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []

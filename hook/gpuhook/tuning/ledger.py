@@ -11,6 +11,7 @@ import fcntl
 import os
 
 from gpuhook import fastjson
+from gpuhook.apply.state_dir import ensure
 from gpuhook.atomic import write_text
 from gpuhook.errors import LedgerError
 
@@ -39,7 +40,7 @@ class locked:  # lower case: used like the function it replaced, `with ledger.lo
         self._fd = -1
 
     def __enter__(self) -> State:
-        os.makedirs(self._dir, mode=0o700, exist_ok=True)
+        ensure(self._dir)
         self._fd = os.open(os.path.join(self._dir, "ledger.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX)

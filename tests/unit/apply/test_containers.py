@@ -31,3 +31,28 @@ def test_a_zombie_is_not_alive() -> None:
     assert start_time(child.pid) == ""
     child.wait()
     assert start_time(os.getpid()) != ""
+
+
+def test_state_that_is_not_roots_alone_is_refused(tmp_path: Path) -> None:
+    import pytest
+
+    from gpuhook.apply import state_dir
+    from gpuhook.errors import StateError
+
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    loose.chmod(0o777)
+    os.symlink(tmp_path / "elsewhere", tmp_path / "link")
+    (tmp_path / "elsewhere").mkdir()
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, 1000, 1000)
+    for bad, says in ((loose, "mode 777"), (tmp_path / "link", "symbolic link"), (theirs, "uid 1000")):
+        with pytest.raises(StateError, match=says):
+            containers.save(str(bad), containers.ContainerRecord("c", ()))
+        with pytest.raises(StateError, match=says):
+            state_dir.ensure(str(bad))
+    assert os.listdir(loose) == [] and os.listdir(tmp_path / "elsewhere") == [] and os.listdir(theirs) == []
+    made = tmp_path / "new/state"
+    state_dir.ensure(str(made))
+    assert oct(made.stat().st_mode & 0o777) == "0o700"

@@ -223,3 +223,23 @@ def test_ledger_is_json_with_a_line_per_setting(tmp_path: Path, state: ledger.St
     for key in state["settings"]:
         (line,) = [ln for ln in text.splitlines() if ln.strip().startswith(json.dumps(key))]
         assert json.loads(line.split(": ", 1)[1].rstrip(",")) == state["settings"][key]
+
+
+def test_sysfs_writes_go_where_discovery_says_never_where_the_ledger_says(fake_host: FakeHost) -> None:
+    from gpuhook.tuning.amd import SysfsBackend
+
+    host = fake_host(amd=1, amdsmi=False)
+    dev = Path(host) / "sys/devices/pci0000:00/0000:80:00.0"
+    (Path(host) / "etc/power_dpm_force_performance_level").parent.mkdir(parents=True, exist_ok=True)
+    forged = Setting("amd", "0x5a1e000000000000", 0, "0000:80:00.0", "/etc", "perf_level", "high")
+    SysfsBackend(Root(host)).set(forged, "high")
+    assert (dev / "power_dpm_force_performance_level").read_text().strip() == "high"
+    assert not (Path(host) / "etc/power_dpm_force_performance_level").exists()
+    target = dev / "power_dpm_force_performance_level"
+    target.unlink()
+    os.symlink(Path(host) / "victim", target)
+    with pytest.raises(TuningError, match="cannot write"):
+        SysfsBackend(Root(host)).set(forged, "auto")
+    assert not (Path(host) / "victim").exists()
+    with pytest.raises(TuningError, match="not among the host's AMD GPUs"):
+        SysfsBackend(Root(host)).set(Setting("amd", "x", 0, "0000:99:00.0", str(dev), "perf_level", "high"), "high")
