@@ -50,6 +50,7 @@ class Config:
     state_dir: str = "/run/gpuhook"
     log_file: str | None = None
     log_level: str = "info"
+    log_max_bytes: int = 0  # rotate log_file to log_file.1 past this size (0: never)
     ldconfig: str = "/sbin/ldconfig"
     hook_timeout: int = 30  # seconds: every hook gpuhook adds (and each helper a hook runs) has this deadline
     policy: Policy = Policy()  # frozen: one shared default is safe

@@ -90,6 +90,32 @@ def remember_valid(path: str, table: dict[str, Any], cache_dir: str | None = CAC
     _cache_put(cache_dir, _key(path, st), table, True)
 
 
+def prune_cache(cache_dir: str = CACHE_DIR) -> list[str]:
+    """Drop cache entries (and fast files) of config files that are gone or changed since. Deletes files."""
+    removed: list[str] = []
+    try:
+        names = os.listdir(cache_dir) if _trusted(os.stat(cache_dir)) else []
+    except OSError:
+        return removed
+    for name in names:
+        base = name.removesuffix(".fast")
+        if base.endswith(".tmp") or "%2F" not in base:
+            continue
+        config = base.replace("%2F", "/").replace("%25", "%")
+        try:
+            st = os.stat(config)
+            current = _cache_get(cache_dir, _key(config, st)) is not None
+        except OSError:
+            current = False
+        if not current:
+            try:
+                os.unlink(os.path.join(cache_dir, name))
+                removed.append(os.path.join(cache_dir, name))
+            except OSError:
+                continue
+    return removed
+
+
 def _key(path: str, st: os.stat_result) -> tuple[object, ...]:
     return (path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 

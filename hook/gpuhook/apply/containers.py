@@ -5,11 +5,14 @@ gone is dropped when the files are read."""
 from __future__ import annotations
 
 import os
+import zlib
 
 from gpuhook import fastjson
 from gpuhook.apply.state_dir import ensure
 from gpuhook.atomic import write_text
 from gpuhook.frozen import frozen
+
+_MAX_RECORD = 1 << 20
 
 
 @frozen
@@ -22,16 +25,26 @@ class ContainerRecord:
     pid: int = 0  # hook mode: the container's init pid, with its start time
     start_time: str = ""
     gpus: tuple[str, ...] = ()  # the GPUs it got (UUID, else PCI address)
+    creator: int = 0  # shim mode: the process that execs the runtime (runc create keeps its pid and start time):
+    creator_start: str = ""  # while it runs the container is being created, even before runc writes its state
+    copies: tuple[str, ...] = ()  # the procfs copies it mounts (gc removes those no live container has)
+
+    def file_name(self) -> str:
+        """Unique per container: its id and its runtime root (shim) or its init (hook mode), so the same id
+        under two engines is two records."""
+        tag = f"p{self.pid}-{self.start_time}" if self.pid else f"r{zlib.crc32(self.runtime_root.encode()):08x}"
+        return f"{os.path.basename(self.id)}@{tag}.json"
 
 
 def save(state_dir: str, rec: ContainerRecord) -> None:
     """Write a container's file (atomically). Writes a file."""
     directory = os.path.join(ensure(state_dir), "containers")
     os.makedirs(directory, mode=0o700, exist_ok=True)
-    write_text(os.path.join(directory, f"{os.path.basename(rec.id)}.json"),
+    write_text(os.path.join(directory, rec.file_name()),
                fastjson.dumps({"id": rec.id, "drivers": [list(d) for d in rec.drivers],
                                "runtime_root": rec.runtime_root, "pid": rec.pid, "start_time": rec.start_time,
-                               "gpus": list(rec.gpus)}), mode=0o644)
+                               "gpus": list(rec.gpus), "creator": rec.creator, "creator_start": rec.creator_start,
+                               "copies": list(rec.copies)}), mode=0o644)
 
 
 def alive(rec: ContainerRecord) -> bool:
@@ -40,11 +53,30 @@ def alive(rec: ContainerRecord) -> bool:
 
     if rec.pid:
         return start_time(rec.pid) == rec.start_time != ""
-    return os.path.exists(os.path.join(rec.runtime_root, rec.id, "state.json"))
+    if os.path.exists(os.path.join(rec.runtime_root, rec.id, "state.json")):
+        return True
+    return bool(rec.creator) and start_time(rec.creator) == rec.creator_start != ""  # runc still creating it
+
+
+def drop_gone(state_dir: str, container_id: str) -> None:
+    """poststop: remove the records of container `container_id` whose container is gone. Deletes files."""
+    for rec, path in _records(state_dir):
+        if rec.id == container_id and not alive(rec):
+            _unlink(path)
 
 
 def live_records(state_dir: str) -> list[ContainerRecord]:
     """Records of containers that still exist; the others are removed. Reads (and deletes) files."""
+    out = []
+    for rec, path in _records(state_dir):
+        if alive(rec):
+            out.append(rec)
+        else:
+            _unlink(path)
+    return out
+
+
+def _records(state_dir: str) -> list[tuple[ContainerRecord, str]]:
     directory = os.path.join(ensure(state_dir), "containers")
     out = []
     for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
@@ -53,13 +85,19 @@ def live_records(state_dir: str) -> list[ContainerRecord]:
         path = os.path.join(directory, name)
         try:
             with open(path, "rb") as f:
-                raw = fastjson.loads(f.read())
+                raw = fastjson.loads(f.read(_MAX_RECORD))
             rec = ContainerRecord(raw["id"], tuple(tuple(d) for d in raw["drivers"]), raw.get("runtime_root", ""),
-                                  int(raw.get("pid", 0)), raw.get("start_time", ""), tuple(raw.get("gpus", ())))
+                                  int(raw.get("pid", 0)), raw.get("start_time", ""), tuple(raw.get("gpus", ())),
+                                  int(raw.get("creator", 0)), raw.get("creator_start", ""),
+                                  tuple(raw.get("copies", ())))
         except (OSError, ValueError, KeyError, TypeError):
             continue
-        if alive(rec):
-            out.append(rec)
-        else:
-            os.unlink(path)
+        out.append((rec, path))
     return out
+
+
+def _unlink(path: str) -> None:
+    try:  # noqa: SIM105 (no contextlib: see gpuhook.startup)
+        os.unlink(path)
+    except FileNotFoundError:
+        pass  # another sweep was first

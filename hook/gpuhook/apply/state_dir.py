@@ -32,3 +32,61 @@ def ensure(state_dir: str) -> str:
                          "state_dir elsewhere")
     _checked.add(state_dir)
     return state_dir
+
+
+def sweep(state_dir: str, copies_in_use: set[str], older_than: float = 5.0) -> list[str]:
+    """What a killed writer left (temporary files and directories whose writer's pid is gone) and procfs copies
+    no live container has (older than `older_than` seconds: a copy is written moments before the record that
+    names it).
+    Returns what was removed. Deletes files."""
+    import shutil
+    import time
+
+    removed = []
+    now = time.time()
+    for directory, dirs, files in os.walk(ensure(state_dir)):
+        for name in [*files, *dirs]:
+            path = os.path.join(directory, name)
+            if _left_by_a_dead_writer(name):
+                shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else _unlink(path)
+                removed.append(path)
+        if os.path.basename(directory).endswith("-procfs"):
+            for name in list(dirs):
+                path = os.path.join(directory, name)
+                if not name.startswith(".") and path not in copies_in_use and _age(path, now) > older_than:
+                    shutil.rmtree(path, ignore_errors=True)
+                    _unlink(path + ".content")
+                    removed.append(path)
+            dirs[:] = []  # a copy's own files are not state
+    return removed
+
+
+def _left_by_a_dead_writer(name: str) -> bool:
+    """`.<name>.<pid>.tmp` (the atomic writer), `.<digest>.<pid>` (a procfs copy being built)."""
+    parts = name.split(".")
+    if not name.startswith(".") or len(parts) < 3:
+        return False
+    pid = parts[-2] if parts[-1] == "tmp" else parts[-1]
+    if not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def _age(path: str, now: float) -> float:
+    try:
+        return now - os.lstat(path).st_mtime
+    except OSError:
+        return 0.0
+
+
+def _unlink(path: str) -> None:
+    try:  # noqa: SIM105 (no contextlib: see gpuhook.startup)
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

@@ -83,8 +83,9 @@ def _prestart(state: dict[str, object]) -> None:
     live.apply(todo, pid, rootfs(spec, bundle), config.host_root, config.ldconfig, int(user.get("uid", 0)), gids,
                config.hook_timeout, config.state_dir, prepared.edits.mounts)
     cid = str(state.get("id", ""))
-    containers.save(config.state_dir, containers.ContainerRecord(cid, prepared.drivers, "", pid, start_time(pid),
-                                                                 prepared.gpus))
+    containers.save(config.state_dir, containers.ContainerRecord(
+        cid, prepared.drivers, "", pid, start_time(pid), prepared.gpus,
+        copies=tuple(o.source for o in prepared.edits.proc_overlays)))
     log.info("applied live", devices=[n.path for n in todo.device_nodes], mounts=len(todo.mounts),
              rules=len(todo.device_rules))
     if prepared.settings or prepared.exclusive:
@@ -131,6 +132,7 @@ def _poststop(state: dict[str, object]) -> int:
     try:
         config = load()
         log = logs.logger(config, cid, "hook")
+        containers.drop_gone(config.state_dir, cid)
         problems = _untune(config, cid)
         for p in problems:
             log.error("restore failed", detail=p)
@@ -148,4 +150,4 @@ def _untune(config: Config, cid: str) -> list[str]:
     from gpuhook.tuning.backends import BackendSet
 
     with BackendSet(Root(config.host_root)) as backends:  # a vendor's backend is made only if needed
-        return session.release(config.state_dir, cid, backends)
+        return session.release(config.state_dir, cid, backends, only_gone=True)

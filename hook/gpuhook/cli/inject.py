@@ -108,6 +108,11 @@ def edited_spec(spec: Spec, bundle: str, container_id: str, table: dict[str, Any
     ctx = SpecContext(rootfs(spec, bundle), config.ldconfig, config.hook_timeout, config.state_dir,
                       os.path.join(here, "gpuhook-ldcache"), gpuhook_bin, config.path)
     new = apply_with(spec, prepared.edits, ctx)
+    from gpuhook.host.processes import start_time
+
+    me = os.getpid()  # the runtime is exec'd in this very process: it creates the container as `me`
+    copies = tuple(o.source for o in prepared.edits.proc_overlays)
     containers.save(config.state_dir, containers.ContainerRecord(container_id, prepared.drivers, runtime_root,
-                                                                 gpus=prepared.gpus))
+                                                                 gpus=prepared.gpus, creator=me,
+                                                                 creator_start=start_time(me), copies=copies))
     return new, prepared.warnings

@@ -78,6 +78,9 @@ def main() -> NoReturn:
             _maybe_inject(args, table, path, validated)
     except GpuhookError as e:
         _fail(args, str(e))
+    except OSError as e:  # a full or read-only state_dir, a vanished bundle: say which file
+        where = f"{e.filename}: " if e.filename else ""
+        _fail(args, f"{where}{e.strerror or e}; config.json was not changed")
     except Exception as e:  # fail closed: never start a GPU container half-understood
         _fail(args, f"internal error ({type(e).__name__}: {e}); config.json was not changed, please report this")
     try:

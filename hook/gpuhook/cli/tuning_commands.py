@@ -7,7 +7,9 @@ import json
 import os
 import sys
 
+from gpuhook.apply import containers, state_dir
 from gpuhook.config import load
+from gpuhook.configfile import prune_cache
 from gpuhook.host.processes import holder_alive
 from gpuhook.host.root import Root
 from gpuhook.tuning import ledger, session
@@ -15,10 +17,15 @@ from gpuhook.tuning.backends import BackendSet
 
 
 def gc(args: argparse.Namespace) -> int:
-    """`gpuhook gc`: release what gone containers held; 1 when something could not be restored."""
+    """`gpuhook gc`: release what gone containers held, drop their records, what killed writers left, procfs
+    copies and config-cache entries no one uses; 1 when something could not be restored."""
     config = load()
     with BackendSet(Root(config.host_root)) as backends:
         problems = session.sweep(config.state_dir, backends)
+    live = containers.live_records(config.state_dir)  # drops the records of containers that are gone
+    removed = state_dir.sweep(config.state_dir, {c for r in live for c in r.copies}) + prune_cache()
+    for path in removed:
+        print(f"gc: removed {path}")
     for p in problems:
         print(f"gpuhook gc: {p}", file=sys.stderr)
     print("gc: done" if not problems else f"gc: {len(problems)} settings could not be restored (kept for the next gc)")

@@ -73,7 +73,8 @@ def save(state_dir: str, state: State) -> None:
     path = os.path.join(state_dir, NAME)
     text = render(state)
     if os.path.exists(path):  # keep the last good version; ledger.json itself never disappears (readers
-        prev = f"{path}.prev.{os.getpid()}.tmp"  # outside the lock, e.g. the shim's lease check, rely on it)
+        prev = os.path.join(state_dir, f".{NAME}.prev.{os.getpid()}.tmp")  # outside the lock, e.g. the shim's
+        # lease check, rely on it)
         if os.path.lexists(prev):
             os.unlink(prev)
         os.link(path, prev)

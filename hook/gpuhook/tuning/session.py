@@ -34,6 +34,11 @@ class Holder:
         """For the ledger."""
         return {"id": self.id, "pid": self.pid, "start": self.start}
 
+    def same(self, h: dict[str, Any]) -> bool:
+        """Whether a ledger holder is this container: its id and its init (pid and start time). The same id
+        under two runtime roots (two engines on one host) is two containers."""
+        return _identity(h) == (self.id, self.pid, self.start)
+
 
 if TYPE_CHECKING:
     Backends = Callable[[str], Backend]  # vendor -> its backend, made on first use
@@ -55,16 +60,21 @@ def acquire(state_dir: str, me: Holder, settings: Sequence[Setting], exclusive: 
                 state["leases"][gpu] = me.as_dict()
             ledger.save(state_dir, state)
         except (TuningError, OSError) as e:
-            problems = _release_keys(state, me.id, reversed(done), backends)
+            problems = _release_keys(state, me.same, reversed(done), backends)
             ledger.save(state_dir, state)
             extra = f" (and restoring failed: {'; '.join(problems)})" if problems else ""
             raise TuningError(f"{e}; what this container had applied was rolled back{extra}") from e
 
 
-def release(state_dir: str, holder_id: str, backends: Backends) -> list[str]:
-    """Drop `holder_id`'s holdings and leases, restoring what nobody else holds; the problems, if any."""
+def release(state_dir: str, holder_id: str, backends: Backends, only_gone: bool = False) -> list[str]:
+    """Drop the holdings and leases of container `holder_id` (with `only_gone`, those of its holders whose init
+    has ended: poststop's, which must not release another engine's container of the same id), restoring what
+    nobody else holds; the problems, if any."""
     with ledger.locked(state_dir) as state:
-        problems = _release_holder(state, holder_id, backends)
+        problems = []
+        for who in sorted({_identity(h) for h in _holders(state) if h["id"] == holder_id
+                           and not (only_gone and holder_alive(h))}):
+            problems += _release_holder(state, who, backends)
         ledger.save(state_dir, state)
         return problems
 
@@ -78,22 +88,32 @@ def sweep(state_dir: str, backends: Backends) -> list[str]:
 
 
 def _sweep(state_dir: str, state: ledger.State, backends: Backends) -> list[str]:
-    dead = {h["id"] for e in state["settings"].values() for h in e["holders"] if not holder_alive(h)}
-    dead |= {h["id"] for h in state["leases"].values() if not holder_alive(h)}
+    dead = {_identity(h) for h in _holders(state) if not holder_alive(h)}
     problems: list[str] = []
-    for holder_id in sorted(dead):
-        problems += _release_holder(state, holder_id, backends)
+    for who in sorted(dead):
+        problems += _release_holder(state, who, backends)
     orphans = [k for k, e in state["settings"].items() if not e["holders"]]  # a restore that failed before
-    problems += _release_keys(state, "", orphans, backends)
+    problems += _release_keys(state, lambda h: False, orphans, backends)
     return problems
 
 
-def _release_holder(state: ledger.State, holder_id: str, backends: Backends) -> list[str]:
+def _holders(state: ledger.State) -> list[dict[str, Any]]:
+    return [h for e in state["settings"].values() for h in e["holders"]] + list(state["leases"].values())
+
+
+def _identity(h: dict[str, Any]) -> tuple[str, int, str]:
+    return str(h.get("id", "")), int(h.get("pid") or 0), str(h.get("start") or "")
+
+
+def _release_holder(state: ledger.State, who: tuple[str, int, str], backends: Backends) -> list[str]:
     """Drop one holder's settings (newest first, restoring what nobody else holds) and its leases."""
-    keys = sorted((k for k, e in state["settings"].items() if holder_id in _ids(e)),
+    def match(h: dict[str, Any]) -> bool:
+        return _identity(h) == who
+
+    keys = sorted((k for k, e in state["settings"].items() if any(match(h) for h in e["holders"])),
                   key=lambda k: state["settings"][k]["seq"], reverse=True)
-    problems = _release_keys(state, holder_id, keys, backends)
-    for gpu in [g for g, h in state["leases"].items() if h.get("id") == holder_id]:
+    problems = _release_keys(state, match, keys, backends)
+    for gpu in [g for g, h in state["leases"].items() if match(h)]:
         del state["leases"][gpu]
     return problems
 
@@ -104,12 +124,12 @@ def _check(state: ledger.State, me: Holder, settings: Sequence[Setting], exclusi
     gpus = {s.gpu for s in settings} | set(exclusive)
     for gpu in sorted(gpus):
         lease = state["leases"].get(gpu)
-        if lease and lease["id"] != me.id:
+        if lease and not me.same(lease):
             raise PolicyError(f"GPU {gpu} is held exclusively by container {lease['id']}: wait for it to stop or "
                               "pick other GPUs")
     for gpu in exclusive:
         users = sorted({h["id"] for k, e in state["settings"].items() if e["gpu"] == gpu for h in e["holders"]
-                        if h["id"] != me.id} | set(u for u in other_users(gpu) if u != me.id))
+                        if not me.same(h)} | set(u for u in other_users(gpu) if u != me.id))
         if users:
             raise PolicyError(f"gpuhook.dev/exclusive: GPU {gpu} is in use by container {users[0]}"
                               + (f" and {len(users) - 1} more" if len(users) > 1 else "") + ": wait for it to stop")
@@ -124,7 +144,7 @@ def _check(state: ledger.State, me: Holder, settings: Sequence[Setting], exclusi
 def _apply(state_dir: str, state: ledger.State, me: Holder, s: Setting, backends: Backends) -> None:
     entry = state["settings"].get(s.key)
     if entry and entry["holders"]:
-        if me.id not in _ids(entry):
+        if not any(me.same(h) for h in entry["holders"]):
             entry["holders"].append(me.as_dict())
             ledger.save(state_dir, state)
         return
@@ -139,13 +159,14 @@ def _apply(state_dir: str, state: ledger.State, me: Holder, s: Setting, backends
         backend.set(s, s.value)
 
 
-def _release_keys(state: ledger.State, holder_id: str, keys: Any, backends: Backends) -> list[str]:
+def _release_keys(state: ledger.State, match: Callable[[dict[str, Any]], bool], keys: Any,
+                  backends: Backends) -> list[str]:
     problems = []
     for key in list(keys):
         entry = state["settings"].get(key)
         if entry is None:
             continue
-        entry["holders"] = [h for h in entry["holders"] if h["id"] != holder_id]
+        entry["holders"] = [h for h in entry["holders"] if not match(h)]
         if entry["holders"]:
             continue
         s = Setting(entry["vendor"], entry["gpu"], entry["index"], entry["pci"], entry["device"], entry["name"],
@@ -158,6 +179,3 @@ def _release_keys(state: ledger.State, holder_id: str, keys: Any, backends: Back
             problems.append(f"restoring {s.name} of GPU {s.gpu} to {entry['original']}: {e}")
     return problems
 
-
-def _ids(entry: dict[str, Any]) -> set[str]:
-    return {h["id"] for h in entry["holders"]}

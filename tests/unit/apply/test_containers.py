@@ -13,13 +13,29 @@ def test_records_of_gone_containers_are_dropped(tmp_path: Path) -> None:
     runtime = tmp_path / "runc"
     (runtime / "alive").mkdir(parents=True)
     (runtime / "alive/state.json").write_text("{}")
-    containers.save(str(tmp_path), containers.ContainerRecord("alive", (("nvidia", "535"),), str(runtime)))
+    alive = containers.ContainerRecord("alive", (("nvidia", "535"),), str(runtime))
+    containers.save(str(tmp_path), alive)
     containers.save(str(tmp_path), containers.ContainerRecord("gone", (("nvidia", "535"),), str(runtime)))
     me = os.getpid()
-    containers.save(str(tmp_path), containers.ContainerRecord("hooked", (), "", me, start_time(me)))
+    creating = containers.ContainerRecord("creating", (), str(runtime), creator=me, creator_start=start_time(me))
+    containers.save(str(tmp_path), creating)  # runc (this process, here) has not written its state yet
+    hooked = containers.ContainerRecord("hooked", (), "", me, start_time(me))
+    containers.save(str(tmp_path), hooked)
     containers.save(str(tmp_path), containers.ContainerRecord("reused-pid", (), "", me, "1"))
-    assert [r.id for r in containers.live_records(str(tmp_path))] == ["alive", "hooked"]
-    assert sorted(os.listdir(tmp_path / "containers")) == ["alive.json", "hooked.json"]
+    assert sorted(r.id for r in containers.live_records(str(tmp_path))) == ["alive", "creating", "hooked"]
+    assert sorted(os.listdir(tmp_path / "containers")) == sorted(r.file_name() for r in (alive, creating, hooked))
+
+
+def test_the_same_id_under_two_runtime_roots_is_two_records(tmp_path: Path) -> None:
+    for root in ("/run/runc", "/run/docker/runtime-runc/moby"):
+        (tmp_path / root.strip("/") / "web").mkdir(parents=True)
+        (tmp_path / root.strip("/") / "web/state.json").write_text("{}")
+        containers.save(str(tmp_path), containers.ContainerRecord("web", (), str(tmp_path / root.strip("/"))))
+    assert len(containers.live_records(str(tmp_path))) == 2
+    os.unlink(tmp_path / "run/runc/web/state.json")  # the first one stopped: poststop drops its record only
+    containers.drop_gone(str(tmp_path), "web")
+    assert [r.runtime_root for r in containers.live_records(str(tmp_path))] == [
+        str(tmp_path / "run/docker/runtime-runc/moby")]
 
 
 def test_a_zombie_is_not_alive() -> None:

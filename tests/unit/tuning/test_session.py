@@ -243,3 +243,25 @@ def test_sysfs_writes_go_where_discovery_says_never_where_the_ledger_says(fake_h
     assert not (Path(host) / "victim").exists()
     with pytest.raises(TuningError, match="not among the host's AMD GPUs"):
         SysfsBackend(Root(host)).set(Setting("amd", "x", 0, "0000:99:00.0", str(dev), "perf_level", "high"), "high")
+
+
+def test_the_same_id_under_two_engines_is_two_containers(fake_host: FakeHost, tmp_path: Path) -> None:
+    """Holders are the container id and its init: a stopped container's poststop releases its own holdings,
+    never those of a live container with the same id under another runtime root."""
+    host = fake_host(nvidia=1)
+    root = Root(host)
+    gone = _dead_holder("web")  # engine A's "web", stopped
+    alive = session.Holder("web", os.getpid(), start_time(os.getpid()))  # engine B's "web", running
+    with BackendSet(root) as b:
+        session.acquire(str(tmp_path), gone, [_clock(host, 0, "1500-1500")], [], b)
+    with BackendSet(root) as b:  # (A's init already gone: B's acquire sweeps A's holding first)
+        session.acquire(str(tmp_path), alive, [_clock(host, 0, "1500-1500")], [_clock(host, 0, "x").gpu], b)
+        twin = session.Holder("web", os.getppid(), start_time(os.getppid()))
+        with pytest.raises(PolicyError, match="held exclusively by container web"):
+            session.acquire(str(tmp_path), twin, [], [_clock(host, 0, "x").gpu], b)
+        assert session.release(str(tmp_path), "web", b, only_gone=True) == []
+        state = ledger.load(str(tmp_path / "ledger.json"))
+        assert [h["pid"] for e in state["settings"].values() for h in e["holders"]] == [os.getpid()]
+        assert state["leases"][_clock(host, 0, "x").gpu]["pid"] == os.getpid()
+        session.release(str(tmp_path), "web", b)
+    assert ledger.load(str(tmp_path / "ledger.json")) == {**ledger.empty(), "seq": 2}
