@@ -270,3 +270,23 @@ def test_a_clock_range_is_restored_while_another_holds_the_manual_level(tuned) -
     assert (dev / "power_dpm_force_performance_level").read_text().strip() == "manual"  # b still holds it
     t.stop(b)
     assert (dev / "power_dpm_force_performance_level").read_text().strip() == "auto"
+
+
+@pytest.mark.parametrize(("first", "second", "says"), [
+    ({"gpuhook.dev/clocks": "1500"}, {"gpuhook.dev/clocks": "1200"}, "has clocks 1500-1500 set for container"),
+    ({"gpuhook.dev/exclusive": "true"}, {}, "is held exclusively by container"),
+    ({}, {"gpuhook.dev/exclusive": "true"}, "gpuhook.dev/exclusive: GPU"),
+], ids=["setting-conflict", "leased-gpu", "exclusive-on-a-used-gpu"])
+def test_the_shim_refuses_a_conflict_before_it_edits_the_spec(tuned, first: dict[str, str],  # type: ignore[no-untyped-def]
+                                                              second: dict[str, str], says: str) -> None:
+    t = tuned()
+    _, r = t.start({**NV0, **first})
+    assert r.returncode == 0, r.stderr
+    b = t.bundle({**NV0, **second}, ["true"])
+    before = (b / "config.json").read_bytes()
+    refused = subprocess.run([conftest.SHIM, "create", "--bundle", str(b), "t-second"], env=t.env,
+                             capture_output=True, text=True, timeout=60, check=False)
+    assert refused.returncode == 1 and says in refused.stderr, refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    assert (b / "config.json").read_bytes() == before  # refused by the shim itself: the spec is byte-identical
+    assert subprocess.run(["runc", "state", "t-second"], capture_output=True, check=False).returncode != 0

@@ -65,13 +65,14 @@ def drop_gone(state_dir: str, container_id: str) -> None:
             _unlink(path)
 
 
-def live_records(state_dir: str) -> list[ContainerRecord]:
-    """Records of containers that still exist; the others are removed. Reads (and deletes) files."""
+def live_records(state_dir: str, prune: bool = True) -> list[ContainerRecord]:
+    """Records of containers that still exist; the others are removed (unless not `prune`). Reads (and
+    deletes) files."""
     out = []
     for rec, path in _records(state_dir):
         if alive(rec):
             out.append(rec)
-        else:
+        elif prune:
             _unlink(path)
     return out
 

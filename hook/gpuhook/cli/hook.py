@@ -65,8 +65,9 @@ def _prestart(state: dict[str, object]) -> None:
                         "and a number)")
     spec = read_spec(bundle)
     config = load()
-    log = logs.logger(config, str(state.get("id", "")), "hook")
-    prepared = prepare(spec, bundle, config, log)
+    cid = str(state.get("id", ""))
+    log = logs.logger(config, cid, "hook")
+    prepared = prepare(spec, bundle, config, log, container_id=cid)
     if prepared is None:
         return
     warnings = list(prepared.warnings)
@@ -82,7 +83,6 @@ def _prestart(state: dict[str, object]) -> None:
     gids = {int(user.get("gid", 0)), *(int(g) for g in user.get("additionalGids") or [])}
     live.apply(todo, pid, rootfs(spec, bundle), config.host_root, config.ldconfig, int(user.get("uid", 0)), gids,
                config.hook_timeout, config.state_dir, prepared.edits.mounts)
-    cid = str(state.get("id", ""))
     containers.save(config.state_dir, containers.ContainerRecord(
         cid, prepared.drivers, "", pid, start_time(pid), prepared.gpus,
         copies=tuple(o.source for o in prepared.edits.proc_overlays)))

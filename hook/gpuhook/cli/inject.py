@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from gpuhook.apply.spec import Spec
 
 
-def prepare(spec: Spec, bundle: str, config: Config, log: Any, gpuhook_bin: str = "/usr/local/bin/gpuhook"
-            ) -> Prepared | None:
+def prepare(spec: Spec, bundle: str, config: Config, log: Any, gpuhook_bin: str = "/usr/local/bin/gpuhook",
+            container_id: str = "") -> Prepared | None:
     """What the container asked for, checked against the host and the image, as Edits; None when it asks for
     nothing. Reads the host and the image's files, writes procfs copies under state_dir; RequestError,
     PlanError or PolicyError when it cannot start."""
@@ -48,7 +48,9 @@ def prepare(spec: Spec, bundle: str, config: Config, log: Any, gpuhook_bin: str 
     if scoped and any(inventory.vendor(v) is None for v in scoped):  # the error will say what the host has
         inventory = discover(root)
     needs = survey(request, inventory, spec, config)
-    facts = gather(needs, root, inventory.vendors, rootfs(spec, bundle), config, _live_leases(config.state_dir))
+    ledger = _ledger_view(config.state_dir)
+    users = _users(config.state_dir, container_id) if request.tuning.exclusive else ()
+    facts = gather(needs, root, inventory.vendors, rootfs(spec, bundle), config, ledger, users)
     prepared = decide(request, inventory, facts, spec, config, gpuhook_bin)
     if prepared.procfs:
         from gpuhook.apply import procfs_copy
@@ -65,23 +67,30 @@ def prepare(spec: Spec, bundle: str, config: Config, log: Any, gpuhook_bin: str 
     return prepared
 
 
-def _live_leases(state_dir: str) -> tuple[tuple[str, str], ...]:
-    """(GPU, container) for each exclusive lease a live container holds; () without a ledger (then not even
-    the ledger module is loaded). A corrupt ledger is reported by the prestart hook, where it matters."""
+def _ledger_view(state_dir: str) -> dict[str, Any] | None:
+    """The ledger as it is now, read without its lock and with only live holders: what the shim refuses on
+    before it edits config.json. None without a ledger (then not even the ledger module is loaded); a corrupt
+    one is reported by the prestart hook, where it matters."""
     if not os.path.exists(os.path.join(state_dir, "ledger.json")):
-        return ()
+        return None
     from gpuhook.apply.state_dir import ensure
-
-    ensure(state_dir)
     from gpuhook.errors import LedgerError
     from gpuhook.host.processes import holder_alive
     from gpuhook.tuning import ledger
 
     try:
-        leases = ledger.load(os.path.join(state_dir, ledger.NAME))["leases"]
+        state = ledger.load(os.path.join(ensure(state_dir), ledger.NAME))
     except LedgerError:
-        return ()
-    return tuple((gpu, str(h["id"])) for gpu, h in leases.items() if h and holder_alive(h))
+        return None
+    settings = {k: {**e, "holders": [h for h in e["holders"] if holder_alive(h)]} for k, e in state["settings"].items()}
+    return {"settings": settings, "leases": {g: h for g, h in state["leases"].items() if h and holder_alive(h)}}
+
+
+def _users(state_dir: str, me: str) -> tuple[tuple[str, str], ...]:
+    """(GPU, container) of the live GPU containers gpuhook prepared, but `me`: an exclusive request is refused
+    on them."""
+    return tuple((gpu, r.id) for r in containers.live_records(state_dir, prune=False) for gpu in r.gpus
+                 if r.id != me)
 
 
 def edited_spec(spec: Spec, bundle: str, container_id: str, table: dict[str, Any], config_path: str,
@@ -95,7 +104,7 @@ def edited_spec(spec: Spec, bundle: str, container_id: str, table: dict[str, Any
     config = from_table(table, config_path, validated)
     here = os.path.dirname(os.path.abspath(sys.argv[0]))
     gpuhook_bin = os.path.join(here, "gpuhook")
-    prepared = prepare(spec, bundle, config, logs.logger(config, container_id, "shim"), gpuhook_bin)
+    prepared = prepare(spec, bundle, config, logs.logger(config, container_id, "shim"), gpuhook_bin, container_id)
     if prepared is None:
         return None, ()
     if (prepared.settings or prepared.exclusive) and not os.access(gpuhook_bin, os.X_OK):

@@ -16,6 +16,7 @@ from gpuhook.frozen import frozen
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from typing import Any
 
     from gpuhook.config import Config
     from gpuhook.host.inventory import Gpu, VendorInventory
@@ -50,7 +51,8 @@ class HostFacts:
     nvml: tuple[tuple[str, str, str], ...] = ()  # (uuid, compute capability, brand)
     rocm_trees: tuple[RocmTree, ...] = ()
     procfs: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = ()  # (vendor, procfs dir, files)
-    leases: tuple[tuple[str, str], ...] = ()  # (GPU, container) exclusive leases of live containers
+    ledger: Any = None  # the tuning ledger as it is (read without its lock), live holders only; None: no ledger
+    users: tuple[tuple[str, str], ...] = ()  # (GPU, container) of live GPU containers, when exclusivity is asked
     ldconfig_ok: bool = True
 
     def gpu_facts(self, uuid: str) -> tuple[str, str]:
@@ -59,7 +61,7 @@ class HostFacts:
 
 
 def gather(needs: Needs, root: Root, inventory: Sequence[VendorInventory], root_path: str, config: Config,
-           leases: tuple[tuple[str, str], ...]) -> HostFacts:
+           ledger: Any = None, users: tuple[tuple[str, str], ...] = ()) -> HostFacts:
     """Read what `needs` names. Reads the host and the image, loads libcuda/NVML only when needed."""
     dev = os.path.join(root_path, "dev")
     dev_link = os.readlink(dev) if os.path.islink(dev) else None
@@ -92,7 +94,7 @@ def gather(needs: Needs, root: Root, inventory: Sequence[VendorInventory], root_
             if found:
                 procfs.append((vendor, found[0], tuple(sorted(found[1].items()))))
     return HostFacts(root_path, dev_link, image_read, image_notes, image_rocm, compat_dir, compat_versions, cuda,
-                     unknown, nvml, trees, tuple(procfs), leases, os.access(config.ldconfig, os.X_OK))
+                     unknown, nvml, trees, tuple(procfs), ledger, users, os.access(config.ldconfig, os.X_OK))
 
 
 def _host_cuda(inv: VendorInventory, root: Root) -> tuple[str | None, str]:

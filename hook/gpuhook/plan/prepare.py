@@ -12,7 +12,7 @@ from gpuhook.errors import ConfigError, PolicyError, RequestError
 from gpuhook.frozen import frozen
 from gpuhook.host.facts import Needs
 from gpuhook.plan.select import Selected, edits_for, select_all
-from gpuhook.plan.tuning import Setting, check_policy, gpus_in_spec, settings_for
+from gpuhook.plan.tuning import Setting, check_conflicts, check_policy, gpus_in_spec, settings_for
 from gpuhook.request.container import HostRocm, Request, env_map
 from gpuhook.vendors.registry import get
 
@@ -91,10 +91,15 @@ def decide(request: Request, inventory: Inventory, facts: HostFacts, spec: Spec,
     by_vendor = {inv.vendor: (inv, gpus) for inv, gpus in selected}
     settings = settings_for(tuning, selected)
     gpu_names = tuple(g.uuid or g.pci for _, gpus in selected for g in gpus)
-    for gpu, holder in facts.leases:
-        if gpu in gpu_names:
-            raise PolicyError(f"GPU {gpu} is held exclusively by container {holder}: wait for it to stop or "
+    ledger = facts.ledger or {"leases": {}, "settings": {}}
+    for gpu in gpu_names:  # a lease holds against every container that would get the GPU
+        holder = ledger["leases"].get(gpu)
+        if holder:
+            raise PolicyError(f"GPU {gpu} is held exclusively by container {holder['id']}: wait for it to stop or "
                               "pick other GPUs")
+    if settings or tuning.exclusive:  # the prestart hook checks again under the ledger's lock: the authority
+        check_conflicts(ledger, settings, gpu_names if tuning.exclusive else (), lambda h: False,
+                        lambda gpu: [c for g, c in facts.users if g == gpu])
     if facts.dev_link is not None:
         raise PolicyError(f"the image's /dev is a symbolic link (to {facts.dev_link!r}): runc follows it out of "
                           "the container when it sets up /dev, so gpuhook refuses to start this GPU container")

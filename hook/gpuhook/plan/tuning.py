@@ -8,7 +8,7 @@ from gpuhook.vendors.registry import get
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Mapping, Sequence
     from typing import Any
 
     from gpuhook.config import TuningPolicy
@@ -63,6 +63,30 @@ def check_policy(tuning: Tuning, policy: TuningPolicy) -> None:
     if tuning.exclusive and not policy.exclusive:
         raise PolicyError("this host does not grant exclusive GPUs ([tuning] exclusive = false): remove "
                           "gpuhook.dev/exclusive")
+
+
+def check_conflicts(state: Mapping[str, Any], settings: Sequence[Setting], exclusive: Sequence[str],
+                    is_me: Callable[[dict[str, Any]], bool], other_users: Callable[[str], list[str]]) -> None:
+    """PolicyError before anything changes: a GPU leased by another, an exclusive GPU that others use, or a
+    different value of a setting another holds. `state` is the ledger's (its holders alive)."""
+    gpus = {s.gpu for s in settings} | set(exclusive)
+    for gpu in sorted(gpus):
+        lease = state["leases"].get(gpu)
+        if lease and not is_me(lease):
+            raise PolicyError(f"GPU {gpu} is held exclusively by container {lease['id']}: wait for it to stop or "
+                              "pick other GPUs")
+    for gpu in exclusive:
+        users = sorted({h["id"] for k, e in state["settings"].items() if e["gpu"] == gpu for h in e["holders"]
+                        if not is_me(h)} | set(other_users(gpu)))
+        if users:
+            raise PolicyError(f"gpuhook.dev/exclusive: GPU {gpu} is in use by container {users[0]}"
+                              + (f" and {len(users) - 1} more" if len(users) > 1 else "") + ": wait for it to stop")
+    for s in settings:
+        entry = state["settings"].get(s.key)
+        if entry and entry["holders"] and entry["value"] != s.value:
+            holder = entry["holders"][0]["id"]
+            raise PolicyError(f"GPU {s.index} ({s.gpu}) has {s.name} {entry['value']} set for container {holder}; "
+                              f"this container asks {s.value}: ask for the same value, another GPU, or wait")
 
 
 def gpus_in_spec(devices: Iterable[Mapping[str, Any]], inventory: Inventory) -> Selected:

@@ -8,10 +8,10 @@ process and its start time, so a container that died (or whose runtime lost its 
 
 from __future__ import annotations
 
-from gpuhook.errors import PolicyError, TuningError
+from gpuhook.errors import TuningError
 from gpuhook.frozen import frozen
 from gpuhook.host.processes import holder_alive
-from gpuhook.plan.tuning import Setting
+from gpuhook.plan.tuning import Setting, check_conflicts
 from gpuhook.tuning import ledger
 
 TYPE_CHECKING = False
@@ -120,25 +120,8 @@ def _release_holder(state: ledger.State, who: tuple[str, int, str], backends: Ba
 
 def _check(state: ledger.State, me: Holder, settings: Sequence[Setting], exclusive: Sequence[str],
            other_users: Callable[[str], list[str]]) -> None:
-    """Refuse before anything changes: a lease held by another, a different value held by another."""
-    gpus = {s.gpu for s in settings} | set(exclusive)
-    for gpu in sorted(gpus):
-        lease = state["leases"].get(gpu)
-        if lease and not me.same(lease):
-            raise PolicyError(f"GPU {gpu} is held exclusively by container {lease['id']}: wait for it to stop or "
-                              "pick other GPUs")
-    for gpu in exclusive:
-        users = sorted({h["id"] for k, e in state["settings"].items() if e["gpu"] == gpu for h in e["holders"]
-                        if not me.same(h)} | set(u for u in other_users(gpu) if u != me.id))
-        if users:
-            raise PolicyError(f"gpuhook.dev/exclusive: GPU {gpu} is in use by container {users[0]}"
-                              + (f" and {len(users) - 1} more" if len(users) > 1 else "") + ": wait for it to stop")
-    for s in settings:
-        entry = state["settings"].get(s.key)
-        if entry and entry["holders"] and entry["value"] != s.value:
-            holder = entry["holders"][0]["id"]
-            raise PolicyError(f"GPU {s.index} ({s.gpu}) has {s.name} {entry['value']} set for container {holder}; "
-                              f"this container asks {s.value}: ask for the same value, another GPU, or wait")
+    """Refuse before anything changes (the same check the shim makes read-only, before it edits the spec)."""
+    check_conflicts(state, settings, exclusive, me.same, lambda gpu: [u for u in other_users(gpu) if u != me.id])
 
 
 def _apply(state_dir: str, state: ledger.State, me: Holder, s: Setting, backends: Backends) -> None:
