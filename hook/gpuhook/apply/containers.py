@@ -58,6 +58,11 @@ def alive(rec: ContainerRecord) -> bool:
     return bool(rec.creator) and start_time(rec.creator) == rec.creator_start != ""  # runc still creating it
 
 
+def remove(state_dir: str, rec: ContainerRecord) -> None:
+    """Remove a container's record (it withdrew before its container was made). Deletes a file."""
+    _unlink(os.path.join(ensure(state_dir), "containers", rec.file_name()))
+
+
 def drop_gone(state_dir: str, container_id: str) -> None:
     """poststop: remove the records of container `container_id` whose container is gone. Deletes files."""
     for rec, path in _records(state_dir):

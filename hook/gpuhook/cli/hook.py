@@ -83,9 +83,13 @@ def _prestart(state: dict[str, object]) -> None:
     gids = {int(user.get("gid", 0)), *(int(g) for g in user.get("additionalGids") or [])}
     live.apply(todo, pid, rootfs(spec, bundle), config.host_root, config.ldconfig, int(user.get("uid", 0)), gids,
                config.hook_timeout, config.state_dir, prepared.edits.mounts)
-    containers.save(config.state_dir, containers.ContainerRecord(
-        cid, prepared.drivers, "", pid, start_time(pid), prepared.gpus,
-        copies=tuple(o.source for o in prepared.edits.proc_overlays)))
+    record = containers.ContainerRecord(cid, prepared.drivers, "", pid, start_time(pid), prepared.gpus,
+                                        copies=tuple(o.source for o in prepared.edits.proc_overlays))
+    containers.save(config.state_dir, record)
+    if not prepared.exclusive:  # an exclusive holder checks the records under the ledger's lock
+        from gpuhook.cli.inject import recheck_leases
+
+        recheck_leases(config.state_dir, record)
     log.info("applied live", devices=[n.path for n in todo.device_nodes], mounts=len(todo.mounts),
              rules=len(todo.device_rules))
     if prepared.settings or prepared.exclusive:

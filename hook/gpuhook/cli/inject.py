@@ -86,6 +86,19 @@ def _ledger_view(state_dir: str) -> dict[str, Any] | None:
     return {"settings": settings, "leases": {g: h for g, h in state["leases"].items() if h and holder_alive(h)}}
 
 
+def recheck_leases(state_dir: str, record: containers.ContainerRecord) -> None:
+    """After this container's record is on disk, the leases once more: an exclusive holder that took its lease
+    meanwhile did not see the record, so this container must see the lease (then it withdraws and refuses)."""
+    leases = (_ledger_view(state_dir) or {}).get("leases", {})
+    held = next((gpu for gpu in record.gpus if gpu in leases), None)
+    if held is not None:
+        containers.remove(state_dir, record)
+        from gpuhook.errors import PolicyError
+
+        raise PolicyError(f"GPU {held} is held exclusively by container {leases[held]['id']}: wait for it to stop "
+                          "or pick other GPUs")
+
+
 def _users(state_dir: str, me: str) -> tuple[tuple[str, str], ...]:
     """(GPU, container) of the live GPU containers gpuhook prepared, but `me`: an exclusive request is refused
     on them."""
@@ -121,7 +134,8 @@ def edited_spec(spec: Spec, bundle: str, container_id: str, table: dict[str, Any
 
     me = os.getpid()  # the runtime is exec'd in this very process: it creates the container as `me`
     copies = tuple(o.source for o in prepared.edits.proc_overlays)
-    containers.save(config.state_dir, containers.ContainerRecord(container_id, prepared.drivers, runtime_root,
-                                                                 gpus=prepared.gpus, creator=me,
-                                                                 creator_start=start_time(me), copies=copies))
+    record = containers.ContainerRecord(container_id, prepared.drivers, runtime_root, gpus=prepared.gpus, creator=me,
+                                        creator_start=start_time(me), copies=copies)
+    containers.save(config.state_dir, record)
+    recheck_leases(config.state_dir, record)
     return new, prepared.warnings

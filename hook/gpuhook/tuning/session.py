@@ -8,7 +8,7 @@ process and its start time, so a container that died (or whose runtime lost its 
 
 from __future__ import annotations
 
-from gpuhook.errors import TuningError
+from gpuhook.errors import PolicyError, TuningError
 from gpuhook.frozen import frozen
 from gpuhook.host.processes import holder_alive
 from gpuhook.plan.tuning import Setting, check_conflicts
@@ -59,6 +59,15 @@ def acquire(state_dir: str, me: Holder, settings: Sequence[Setting], exclusive: 
             for gpu in exclusive:
                 state["leases"][gpu] = me.as_dict()
             ledger.save(state_dir, state)
+            for gpu in exclusive:  # the lease is on disk: a container that registers from now on sees it, and one
+                users = [u for u in other_users(gpu) if u != me.id]  # that registered meanwhile is seen here
+                if users:
+                    raise PolicyError(f"gpuhook.dev/exclusive: GPU {gpu} is in use by container {users[0]}: "
+                                      "wait for it to stop")
+        except PolicyError:
+            _release_holder(state, (me.id, me.pid, me.start), backends)
+            ledger.save(state_dir, state)
+            raise
         except (TuningError, OSError) as e:
             problems = _release_keys(state, me.same, reversed(done), backends)
             ledger.save(state_dir, state)
