@@ -48,3 +48,37 @@ def test_an_exclusive_holder_never_runs_beside_another_container(tmp_path: Path,
                 t.stop(f"race{trial}-{i}")
     assert t.gpuhook("gc").returncode == 0
     assert "no GPU tuning is held" in t.gpuhook("status").stdout
+
+
+def test_a_container_slow_to_create_is_not_taken_for_gone(tmp_path: Path, base_rootfs: str) -> None:
+    """Its record is on disk before runc has written any state: an exclusive request on its GPU meanwhile is
+    refused, and a gc meanwhile keeps the record."""
+    import os
+    import threading
+    import time
+
+    t = Tuned(tmp_path, base_rootfs, HostSpec(nvidia=1))
+    slow = tmp_path / "slow-runc"
+    slow.write_text('#!/bin/sh\nsleep 2\nexec runc "$@"\n')
+    slow.chmod(0o755)
+    slow_config = tmp_path / "slow.toml"
+    slow_config.write_text(t.config.read_text() + f'runtime = "{slow}"\n')
+    plain = t.bundle(NV0, ["sleep", "30"])
+    result: list[subprocess.CompletedProcess[str]] = []
+    starter = threading.Thread(target=lambda: result.append(_run_detached(
+        conftest.SHIM, plain, "slow-plain", {**t.env, "GPUHOOK_CONFIG": str(slow_config)})))
+    starter.start()
+    try:
+        time.sleep(0.8)  # the slow container's shim has recorded it; runc has not started
+        assert t.gpuhook("gc").returncode == 0
+        assert any(n.startswith("slow-plain@") for n in os.listdir(tmp_path / "state/containers"))
+        refused = _run_detached(conftest.SHIM, t.bundle({**NV0, "gpuhook.dev/exclusive": "true"}, ["sleep", "30"]),
+                                "eager-exclusive", t.env)
+        assert refused.returncode == 1 and "in use by container slow-plain" in refused.stderr, refused.stderr
+        starter.join(timeout=30)
+        assert result and result[0].returncode == 0, result
+        assert _running("slow-plain")
+    finally:
+        starter.join(timeout=30)
+        t.stop("slow-plain")
+        t.stop("eager-exclusive")
