@@ -50,9 +50,10 @@ def read_config(path: str, explicit: bool, cache_dir: str | None = CACHE_DIR) ->
     return table, False
 
 
-def remember_runtime(path: str, runtime: str, cache_dir: str | None = CACHE_DIR) -> None:
-    """Write the fast file the native front end reads: the config's identity, then the resolved runtime.
-    Best effort, same trust rules as the cache."""
+def remember_runtime(path: str, runtime: str, nodes: tuple[str, ...] = (), cache_dir: str | None = CACHE_DIR) -> None:
+    """Write the fast file the native front end reads: the config's identity, the resolved runtime, and the
+    GPU device node prefixes whose presence in a spec sends it to the Python shim. Best effort, same trust
+    rules as the cache."""
     if not cache_dir:
         return
     try:
@@ -62,7 +63,7 @@ def remember_runtime(path: str, runtime: str, cache_dir: str | None = CACHE_DIR)
         key = "key absent"
     except OSError:
         return
-    text = f"{key}\nruntime {runtime}\n"
+    text = f"{key}\nruntime {runtime}\nnodes {' '.join(nodes)}\n"
     target = _cache_file(cache_dir, path) + ".fast"
     try:
         with open(target, "rb") as f:

@@ -82,3 +82,40 @@ def test_a_container_slow_to_create_is_not_taken_for_gone(tmp_path: Path, base_r
         starter.join(timeout=30)
         t.stop("slow-plain")
         t.stop("eager-exclusive")
+
+
+def _device_only(spec: dict[str, object]) -> None:
+    """GPU 0 as `--device /dev/nvidia0` gives it: the node and its cgroup rule, no gpuhook marker at all."""
+    spec["linux"]["devices"] = [{"path": "/dev/nvidia0", "type": "c", "major": 195, "minor": 0,  # type: ignore[index]
+                                 "fileMode": 0o666, "uid": 0, "gid": 0}]
+    spec["linux"]["resources"]["devices"].append(  # type: ignore[index]
+        {"allow": True, "type": "c", "major": 195, "minor": 0, "access": "rwm"})
+
+
+def test_a_lease_holds_against_a_container_with_only_the_gpus_device_node(tmp_path: Path, base_rootfs: str) -> None:
+    t = Tuned(tmp_path, base_rootfs, HostSpec(nvidia=2))
+    holder, r = t.start({**NV0, "gpuhook.dev/exclusive": "true"})
+    assert r.returncode == 0, r.stderr
+    plain = t.bundle({}, ["sleep", "30"], _device_only)
+    before = (plain / "config.json").read_bytes()
+    refused = _run_detached(conftest.SHIM, plain, "device-only", t.env)
+    assert refused.returncode == 1 and f"held exclusively by container {holder}" in refused.stderr, refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and (plain / "config.json").read_bytes() == before
+    other = t.bundle({}, ["sleep", "30"], lambda s: (_device_only(s), s["linux"]["devices"][0].update(  # type: ignore[index]
+        path="/dev/nvidia1", minor=1), s["linux"]["resources"]["devices"][-1].update(minor=1)))  # type: ignore[index]
+    assert _run_detached(conftest.SHIM, other, "device-other", t.env).returncode == 0  # another GPU: fine
+    t.stop("device-other")
+    t.stop(holder)
+
+
+def test_an_exclusive_request_is_refused_beside_a_device_only_container(tmp_path: Path, base_rootfs: str) -> None:
+    t = Tuned(tmp_path, base_rootfs, HostSpec(nvidia=1))
+    plain = t.bundle({}, ["sleep", "30"], _device_only)
+    assert _run_detached(conftest.SHIM, plain, "device-first", t.env).returncode == 0
+    try:
+        refused = _run_detached(conftest.SHIM, t.bundle({**NV0, "gpuhook.dev/exclusive": "true"}, ["sleep", "30"]),
+                                "exclusive-second", t.env)
+        assert refused.returncode == 1 and "in use by container device-first" in refused.stderr, refused.stderr
+    finally:
+        t.stop("device-first")
+        t.stop("exclusive-second")

@@ -86,6 +86,36 @@ def _ledger_view(state_dir: str) -> dict[str, Any] | None:
     return {"settings": settings, "leases": {g: h for g, h in state["leases"].items() if h and holder_alive(h)}}
 
 
+def register_device_container(spec: Spec, container_id: str, table: dict[str, Any], config_path: str,
+                              validated: bool = False, runtime_root: str = "/run/runc") -> None:
+    """A container with GPU device nodes but no request (`--device`, a device plugin's nodes): it is recorded
+    with its GPUs, so that an exclusive request sees it, and refused while one of them is leased. The spec is
+    not changed. Reads the host; writes the record."""
+    from gpuhook.errors import PolicyError
+    from gpuhook.host.processes import start_time
+    from gpuhook.plan.tuning import gpus_in_spec
+
+    config = from_table(table, config_path, validated)
+    devices = (spec.get("linux") or {}).get("devices") or []
+    if not devices:
+        return
+    selected = gpus_in_spec(devices, discover(Root(config.host_root)))
+    gpus = tuple(g.uuid or g.pci for _, found in selected for g in found)
+    if not gpus:
+        return
+    leases = (_ledger_view(config.state_dir) or {}).get("leases", {})
+    held = next((g for g in gpus if g in leases), None)
+    if held is not None:
+        raise PolicyError(f"GPU {held} is held exclusively by container {leases[held]['id']}: this container has its "
+                          "device node; wait for it to stop or give it other GPUs")
+    me = os.getpid()
+    drivers = tuple((inv.vendor, inv.driver_version or "") for inv, _ in selected)
+    record = containers.ContainerRecord(container_id, drivers, runtime_root, gpus=gpus, creator=me,
+                                        creator_start=start_time(me))
+    containers.save(config.state_dir, record)
+    recheck_leases(config.state_dir, record)
+
+
 def recheck_leases(state_dir: str, record: containers.ContainerRecord) -> None:
     """After this container's record is on disk, the leases once more: an exclusive holder that took its lease
     meanwhile did not see the record, so this container must see the lease (then it withdraws and refuses)."""

@@ -73,7 +73,9 @@ def main() -> NoReturn:
         path, explicit = config_path()
         table, validated = read_config(path, explicit)
         runtime = find_runtime(str(table.get("runtime", "runc")))
-        remember_runtime(path, runtime)  # for the native front end's pass-through
+        from gpuhook.vendors.registry import node_prefixes
+
+        remember_runtime(path, runtime, node_prefixes())  # for the native front end's pass-through
         if args.command in ("create", "run"):
             _maybe_inject(args, table, path, validated)
     except GpuhookError as e:
@@ -96,7 +98,15 @@ def _maybe_inject(args: RuncArgs, table: dict[str, object], path: str, validated
             data = f.read()
     except OSError as e:
         raise SpecError(f"bundle {os.path.abspath(args.bundle)} has no readable config.json ({e.strerror})") from e
-    if not any(m in data for m in _MARKERS):
+    from gpuhook.vendors.registry import markers, node_prefixes
+
+    if not any(m in data for m in _MARKERS) or not any(m in data for m in markers()):
+        if any(p.encode() in data for p in node_prefixes()):  # GPU nodes without a request: --device, a plugin
+            from gpuhook.apply import spec
+            from gpuhook.cli import inject
+
+            inject.register_device_container(spec.load_spec(data, spec_path), args.container_id, table, path,
+                                             validated, args.root)
         return
     from gpuhook.apply import spec
     from gpuhook.cli import inject

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 NAME = "amd"
 LABEL = "AMD"
+NODE_PREFIXES = ("/dev/kfd", "/dev/dri/renderD")
 ENV_KEY = "AMD_VISIBLE_DEVICES"
 NONE_MEANS_DRIVER = False
 CAPABILITIES_ENV = None

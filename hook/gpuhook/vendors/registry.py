@@ -36,6 +36,7 @@ class Vendor(Protocol):
 
     NAME: str  # as in gpuhook.dev/vendor=
     LABEL: str  # in messages
+    NODE_PREFIXES: tuple[str, ...]  # a spec with such a device node has this vendor's GPU (no request needed)
     ENV_KEY: str  # the env request images carry, e.g. NVIDIA_VISIBLE_DEVICES
     NONE_MEANS_DRIVER: bool  # ENV_KEY=none asks for the driver without any GPU (NVIDIA's convention)
     CAPABILITIES_ENV: str | None  # the env that names driver capabilities, if the vendor has one
@@ -137,6 +138,11 @@ def get(name: str) -> Vendor:
 def env_keys() -> tuple[str, ...]:
     """Every vendor's request env key, in vendor order."""
     return tuple(v.ENV_KEY for v in all_vendors())
+
+
+def node_prefixes() -> tuple[str, ...]:
+    """Every vendor's GPU device node prefixes (no spaces in them): a spec naming one has a GPU."""
+    return tuple(p for v in all_vendors() for p in v.NODE_PREFIXES)
 
 
 def markers() -> tuple[bytes, ...]:

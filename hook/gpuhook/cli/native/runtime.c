@@ -1,7 +1,8 @@
 /* gpuhook-runtime's front end: the pass-through path, without starting Python.
  *
  * On `create`/`run` it reads <bundle>/config.json; if the bytes hold no GPU request marker
- * (gpuhook.dev/, or _VISIBLE_DEVICES: every vendor's env key ends so) it execs the runtime with every argument
+ * (gpuhook.dev/, or _VISIBLE_DEVICES: every vendor's env key ends so) and no GPU device node (the prefixes
+ * the fast file lists, e.g. /dev/nvidia: --device, a device plugin) it execs the runtime with every argument
  * unchanged. Every other case, and any doubt, goes to the Python shim (gpuhook-runtime-py beside this
  * binary), which does the real work. The runtime's path comes from a "fast" file the Python shim writes
  * beside its config cache: the resolved runtime, keyed by the config file's identity and times. It is
@@ -103,6 +104,13 @@ int main(int argc, char **argv) {
     char *end = strchr(runtime, '\n');
     if (!end) to_python();
     *end = 0;
+    /* the GPU device node prefixes (from the vendors gpuhook knows): a spec with one goes to Python too */
+    char *nodes = end + 1;
+    if (strncmp(nodes, "nodes ", 6) != 0) to_python(); /* an older fast file: Python writes it anew */
+    nodes += 6;
+    char *nodes_end = strchr(nodes, '\n');
+    if (!nodes_end) to_python();
+    *nodes_end = 0;
     /* create/run: a GPU request anywhere in config.json goes to Python */
     if (!command) to_python(); /* --version, --help: let the Python shim pass them on */
     if (strcmp(command, "create") == 0 || strcmp(command, "run") == 0) {
@@ -120,6 +128,12 @@ int main(int argc, char **argv) {
         /* every vendor's env key ends in _VISIBLE_DEVICES (gpuhook/vendors/registry.py): Python knows which */
         if (has(buf, (size_t)got, "gpuhook.dev/") || has(buf, (size_t)got, "_VISIBLE_DEVICES"))
             to_python();
+        for (char *p = nodes; *p;) { /* GPU nodes without a request: Python records them, refuses a leased GPU */
+            char *space = strchr(p, ' ');
+            size_t len = space ? (size_t)(space - p) : strlen(p);
+            if (len && memmem(buf, (size_t)got, p, len)) to_python();
+            p += len + (space ? 1 : 0);
+        }
         free(buf);
     }
     argv[0] = runtime;
