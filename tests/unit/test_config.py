@@ -136,3 +136,17 @@ def test_validation_is_remembered_per_file_version(tmp_path: Path, monkeypatch: 
     _write(cfg, 'runtime = "crun"\n')
     with pytest.raises(ConfigError, match="validated again"):
         load()
+
+
+def test_log_max_bytes_rotates_before_a_writer_opens(tmp_path: Path) -> None:
+    from gpuhook import logs
+    from gpuhook.config import Config
+
+    log = tmp_path / "gpuhook.log"
+    log.write_text("x" * 2000)
+    config = Config(path="c", log_file=str(log), log_max_bytes=1000)
+    logs.logger(config, "c1", "test").info("hello")
+    assert (tmp_path / "gpuhook.log.1").read_text() == "x" * 2000
+    assert '"event": "hello"' in log.read_text() and len(log.read_text()) < 1000
+    logs.logger(config, "c2", "test").info("again")  # under the limit: no rotation
+    assert (tmp_path / "gpuhook.log.1").read_text() == "x" * 2000 and "again" in log.read_text()
