@@ -115,3 +115,19 @@ def test_every_hook_the_shim_adds_has_a_deadline(mixed_host: str, run_container:
     spec = json.loads(r.spec_after)
     hooks = [h for stage in spec["hooks"].values() for h in stage]
     assert len(hooks) >= 4 and all(h.get("timeout") == 7 for h in hooks), hooks
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_ld_so_conf_that_is_a_fifo_cannot_hang_the_start(mixed_host: str, run_container: Run, tmp_path: Path,
+                                                            mode: str) -> None:
+    def image(rootfs: Path) -> None:
+        (rootfs / "etc/ld.so.conf").unlink()
+        os.mkfifo(rootfs / "etc/ld.so.conf")
+
+    config = (f'host_root = "{mixed_host}"\nruntime = "runc"\nhook_timeout = 3\n'
+              f'state_dir = "{tmp_path / "state"}"\n')
+    start = time.monotonic()
+    r = run_container(mixed_host, "true", NV, mode=mode, config=config, image_edit=image)
+    assert time.monotonic() - start < 30  # the refresh's deadline bounds it, whatever ldconfig does with a FIFO
+    if r.rc != 0:
+        assert subprocess.run(["runc", "state", r.cid], capture_output=True, check=False).returncode != 0

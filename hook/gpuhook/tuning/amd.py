@@ -96,7 +96,12 @@ class SysfsBackend:
         if s.name == "perf_level":
             self._write(s, "power_dpm_force_performance_level", value)
         elif s.name == "power_cap":
-            self._write(s, self._hwmon(s), value)
+            cap = self._hwmon(s)
+            most = self._read_optional(s, cap.replace("power1_cap", "power1_cap_max"))
+            if most.isdigit() and value.isdigit() and int(value) > int(most):
+                raise TuningError(f"GPU {s.index} ({s.pci}) takes a power cap of at most {int(most) // 1_000_000} W "
+                                  f"(power1_cap_max): {int(value) // 1_000_000} W refused")
+            self._write(s, cap, value)
         elif value.startswith("levels "):  # a restore: every level the GPU had
             self._write(s, "pp_dpm_sclk", value.removeprefix("levels "))
         elif value != "default":  # the kernel drops forced levels when the performance level leaves manual
@@ -145,6 +150,12 @@ class SysfsBackend:
                 return f.read(4096).strip()
         except OSError as e:
             raise TuningError(f"cannot read {name} of GPU {s.index} ({s.pci}): {e.strerror}") from e
+
+    def _read_optional(self, s: Setting, name: str) -> str:
+        try:
+            return self._read(s, name)
+        except TuningError:
+            return ""
 
     def _write(self, s: Setting, name: str, value: str) -> None:
         try:

@@ -49,6 +49,10 @@ class NvmlBackend:
                 lo, hi = (int(x) for x in value.split("-"))
                 self._nvml.nvmlDeviceSetGpuLockedClocks(h, lo, hi)
             elif s.name == "power_limit":
+                lo, hi = self._nvml.nvmlDeviceGetPowerManagementLimitConstraints(h)
+                if not lo <= int(value) <= hi:  # NVML takes 32 bits: nothing outside the board's range is sent
+                    raise TuningError(f"GPU {s.index} ({s.gpu}) takes a power limit of {lo // 1000}-{hi // 1000} W: "
+                                      f"{int(value) // 1000} W refused")
                 self._nvml.nvmlDeviceSetPowerManagementLimit(h, int(value))
             else:
                 self._nvml.nvmlDeviceSetComputeMode(h, _MODES[value] if value in _MODES else int(value))

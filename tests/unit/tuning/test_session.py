@@ -265,3 +265,22 @@ def test_the_same_id_under_two_engines_is_two_containers(fake_host: FakeHost, tm
         assert state["leases"][_clock(host, 0, "x").gpu]["pid"] == os.getpid()
         session.release(str(tmp_path), "web", b)
     assert ledger.load(str(tmp_path / "ledger.json")) == {**ledger.empty(), "seq": 2}
+
+
+def test_a_power_cap_beyond_the_gpus_maximum_is_refused_not_written(fake_host: FakeHost) -> None:
+    from gpuhook.tuning.amd import SysfsBackend
+
+    host = fake_host(amd=1, amdsmi=False)
+    cap = Path(host) / "sys/devices/pci0000:00/0000:80:00.0/hwmon/hwmon0/power1_cap"
+    s = Setting("amd", "0x5a1e000000000000", 0, "0000:80:00.0", "", "power_cap", "900000000")
+    with pytest.raises(TuningError, match="at most 750 W"):
+        SysfsBackend(Root(host)).set(s, "900000000")
+    assert cap.read_text().strip() == "300000000"
+
+
+def test_a_power_limit_outside_the_boards_range_is_refused_not_sent(fake_host: FakeHost) -> None:
+    host = fake_host(nvidia=1)
+    g = discover(Root(host)).vendor("nvidia").gpus[0]  # type: ignore[union-attr]
+    s = Setting("nvidia", g.uuid, 0, g.pci, g.uuid, "power_limit", "900000")
+    with BackendSet(Root(host)) as b, pytest.raises(TuningError, match="100-700 W: 900 W refused"):
+        b("nvidia").set(s, "900000")

@@ -93,6 +93,9 @@ int nvmlDeviceResetGpuLockedClocks(device_t *d) {
     return 0;
 }
 int nvmlDeviceGetPowerManagementLimit(device_t *d, unsigned *mw) { load_state(); *mw = power_mw[d->index]; return 0; }
+int nvmlDeviceGetPowerManagementLimitConstraints(device_t *d, unsigned *lo, unsigned *hi) {
+    (void)d; *lo = 100000; *hi = 700000; return 0; /* an H100's board: 100-700 W */
+}
 int nvmlDeviceSetPowerManagementLimit(device_t *d, unsigned mw) {
     if (must_fail(d->index, "power")) return 999;
     load_state(); power_mw[d->index] = mw; save_state();
