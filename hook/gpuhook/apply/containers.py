@@ -8,7 +8,7 @@ import os
 import zlib
 
 from gpuhook import fastjson
-from gpuhook.apply.state_dir import ensure
+from gpuhook.apply.state_dir import ensure, unlink
 from gpuhook.atomic import write_text
 from gpuhook.frozen import frozen
 
@@ -60,14 +60,14 @@ def alive(rec: ContainerRecord) -> bool:
 
 def remove(state_dir: str, rec: ContainerRecord) -> None:
     """Remove a container's record (it withdrew before its container was made). Deletes a file."""
-    _unlink(os.path.join(ensure(state_dir), "containers", rec.file_name()))
+    unlink(os.path.join(ensure(state_dir), "containers", rec.file_name()))
 
 
 def drop_gone(state_dir: str, container_id: str) -> None:
     """poststop: remove the records of container `container_id` whose container is gone. Deletes files."""
     for rec, path in _records(state_dir):
         if rec.id == container_id and not alive(rec):
-            _unlink(path)
+            unlink(path)
 
 
 def live_records(state_dir: str, prune: bool = True) -> list[ContainerRecord]:
@@ -78,7 +78,7 @@ def live_records(state_dir: str, prune: bool = True) -> list[ContainerRecord]:
         if alive(rec):
             out.append(rec)
         elif prune:
-            _unlink(path)
+            unlink(path)
     return out
 
 
@@ -101,9 +101,3 @@ def _records(state_dir: str) -> list[tuple[ContainerRecord, str]]:
         out.append((rec, path))
     return out
 
-
-def _unlink(path: str) -> None:
-    try:  # noqa: SIM105 (no contextlib: see gpuhook.startup)
-        os.unlink(path)
-    except FileNotFoundError:
-        pass  # another sweep was first

@@ -48,14 +48,14 @@ def sweep(state_dir: str, copies_in_use: set[str], older_than: float = 5.0) -> l
         for name in [*files, *dirs]:
             path = os.path.join(directory, name)
             if _left_by_a_dead_writer(name):
-                shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else _unlink(path)
+                shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else unlink(path)
                 removed.append(path)
         if os.path.basename(directory).endswith("-procfs"):
             for name in list(dirs):
                 path = os.path.join(directory, name)
                 if not name.startswith(".") and path not in copies_in_use and _age(path, now) > older_than:
                     shutil.rmtree(path, ignore_errors=True)
-                    _unlink(path + ".content")
+                    unlink(path + ".content")
                     removed.append(path)
             dirs[:] = []  # a copy's own files are not state
     return removed
@@ -85,7 +85,8 @@ def _age(path: str, now: float) -> float:
         return 0.0
 
 
-def _unlink(path: str) -> None:
+def unlink(path: str) -> None:
+    """Remove a file that another sweep may have removed first. Deletes a file."""
     try:  # noqa: SIM105 (no contextlib: see gpuhook.startup)
         os.unlink(path)
     except FileNotFoundError:
