@@ -39,7 +39,7 @@ KINDS: dict[str, tuple[dict[str, str], set[str]]] = {  # annotations, the GPU no
 }
 SEE = ("for f in /dev/nvidia[0-9]* /dev/kfd /dev/dri/renderD*; do [ -e $f ] && echo $f; done > /results/$ID.tmp; "
        "mv /results/$ID.tmp /results/$ID; sleep 1")
-PATTERNS = ("gpuhook-runtime-py", "runc run", "runc init", "gpuhook hook", "gpuhook-ldcache", "sleep 1")
+PATTERNS = ("gpuhook-runtime-py", "runc run", "runc init", "gpuhook hook", "gpuhook-ldcache", "container init")
 
 
 def _pids(pattern: str) -> list[int]:
@@ -56,19 +56,29 @@ def _pids(pattern: str) -> list[int]:
 
 
 def _ours(pid: int, mark: str) -> bool:
+    """Only this test's processes: their environment names its config, or they run in its bundles (runc init's
+    working directory) or its containers (a container init's root)."""
     try:
-        return mark in Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace")
+        if mark in Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace"):
+            return True
+        return any(os.readlink(f"/proc/{pid}/{link}").startswith(mark) for link in ("cwd", "root"))
     except OSError:
         return False
 
 
-def _killer(rng: random.Random, stop: threading.Event, killed: list[str], mark: str) -> None:
-    """Every few milliseconds SIGKILL, now and then, one process of the kinds a start goes through (this test's:
-    its environment names this test's config)."""
+def _killer(rng: random.Random, stop: threading.Event, killed: list[str], mark: str, cids: list[str]) -> None:
+    """Every few milliseconds SIGKILL, now and then, one process of the kinds a start goes through (this test's
+    alone); a container's init is killed through runc, by its id."""
     while not stop.is_set():
         time.sleep(rng.uniform(0.002, 0.02))
         pattern = rng.choice(PATTERNS)
-        victims = [p for p in _pids(pattern) if pattern in ("runc init", "sleep 1") or _ours(p, mark)]
+        if pattern == "container init":
+            if rng.random() < 0.05:
+                cid = rng.choice(cids)
+                if subprocess.run(["runc", "kill", cid, "KILL"], capture_output=True, check=False).returncode == 0:
+                    killed.append(pattern)
+            continue
+        victims = [p for p in _pids(pattern) if _ours(p, mark)]
         if victims and rng.random() < 0.3:
             try:
                 os.kill(rng.choice(victims), signal.SIGKILL)
@@ -114,7 +124,7 @@ def test_waves_of_containers_with_faults_leave_nothing_applied(tmp_path: Path, b
         kinds = [rng.choice(list(KINDS)) for _ in range(PER_WAVE)]
         cids = [f"load{wave}-{i}" for i in range(PER_WAVE)]
         stop = threading.Event()
-        killer = threading.Thread(target=_killer, args=(rng, stop, killed, str(tmp_path)))
+        killer = threading.Thread(target=_killer, args=(rng, stop, killed, str(tmp_path), cids))
         killer.start()
         with ThreadPoolExecutor(max_workers=PER_WAVE) as pool:
             outcomes = list(pool.map(lambda kc: _start(t, kc[0], kc[1], results), zip(kinds, cids, strict=True)))
