@@ -64,8 +64,9 @@ def remove(state_dir: str, rec: ContainerRecord) -> None:
 
 
 def drop_gone(state_dir: str, container_id: str) -> None:
-    """poststop: remove the records of container `container_id` whose container is gone. Deletes files."""
-    for rec, path in _records(state_dir):
+    """poststop: remove the records of container `container_id` whose container is gone (only its own files are
+    read, however many records there are). Deletes files."""
+    for rec, path in _records(state_dir, f"{os.path.basename(container_id)}@"):
         if rec.id == container_id and not alive(rec):
             unlink(path)
 
@@ -82,11 +83,11 @@ def live_records(state_dir: str, prune: bool = True) -> list[ContainerRecord]:
     return out
 
 
-def _records(state_dir: str) -> list[tuple[ContainerRecord, str]]:
+def _records(state_dir: str, prefix: str = "") -> list[tuple[ContainerRecord, str]]:
     directory = os.path.join(ensure(state_dir), "containers")
     out = []
     for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
-        if not name.endswith(".json"):
+        if not name.endswith(".json") or not name.startswith(prefix):
             continue  # a writer's temporary file
         path = os.path.join(directory, name)
         try:

@@ -33,7 +33,7 @@ def write(state_dir: str, copy: ProcfsCopy) -> ProcOverlay:
     base = os.path.join(ensure(state_dir), f"{copy.vendor}-procfs")
     final = os.path.join(base, digest)
     if os.path.isdir(final):
-        if _same(final, content):
+        if _same(final, content) or _same_files(final, name, files, content):
             return ProcOverlay(final, copy.target)
         final = os.path.join(base, f"{digest}-{os.getpid()}")
     tmp = os.path.join(base, f".{digest}.{os.getpid()}")
@@ -50,6 +50,22 @@ def write(state_dir: str, copy: ProcfsCopy) -> ProcOverlay:
 
         shutil.rmtree(tmp, ignore_errors=True)
     return ProcOverlay(final, copy.target)
+
+
+def _same_files(directory: str, name: str, files: dict[str, str], content: str) -> bool:
+    """A copy made before content files: compared file by file, and given its content file when it matches."""
+    if os.path.exists(directory + CONTENT):
+        return False
+    top = os.path.join(directory, name)
+    found = {os.path.relpath(os.path.join(d, f), top) for d, _, names in os.walk(top) for f in names}
+    if found != set(files):
+        return False
+    for rel, text in files.items():
+        with open(os.path.join(top, rel)) as f:
+            if f.read() != text:
+                return False
+    write_text(directory + CONTENT, content, mode=0o444)
+    return True
 
 
 def _same(directory: str, content: str) -> bool:

@@ -25,3 +25,16 @@ def test_nvidia_procfs_copy_is_shared_and_only_names_own_gpus(fake_host: FakeHos
     params = Path(f"{first}/nvidia/params").read_text()
     assert "ModifyDeviceFiles: 0" in params and "DeviceFileMode: 438" in params
     assert oct(os.stat(f"{first}/nvidia/params").st_mode & 0o777) == "0o444"
+
+
+def test_a_copy_made_before_content_files_is_still_shared(fake_host: FakeHost, tmp_path: Path) -> None:
+    root = Root(fake_host(nvidia=1))
+    found = nvidia.procfs_files(root, [Gpu("nvidia", 0, "GPU-0", "0000:10:00.0", "H100", ())], Policy())
+    assert found is not None
+    copy = ProcfsCopy("nvidia", found[0], tuple(sorted(found[1].items())))
+    first = procfs_copy.write(str(tmp_path), copy).source
+    os.unlink(first + procfs_copy.CONTENT)  # as an older gpuhook left it
+    assert procfs_copy.write(str(tmp_path), copy).source == first
+    assert os.path.exists(first + procfs_copy.CONTENT)
+    assert sorted(os.listdir(tmp_path / "nvidia-procfs")) == sorted([os.path.basename(first),
+                                                                     os.path.basename(first) + ".content"])
