@@ -14,6 +14,7 @@ import pytest
 
 from gpuhook.testing.stub_libs import build
 
+from . import conftest
 from .conftest import Run
 
 MODES = ["shim", "hook"]
@@ -131,3 +132,29 @@ def test_an_ld_so_conf_that_is_a_fifo_cannot_hang_the_start(mixed_host: str, run
     assert time.monotonic() - start < 30  # the refresh's deadline bounds it, whatever ldconfig does with a FIFO
     if r.rc != 0:
         assert subprocess.run(["runc", "state", r.cid], capture_output=True, check=False).returncode != 0
+
+
+def test_cdis_linker_cache_hook_writes_nothing_into_a_volume(mixed_host: str, run_container: Run,
+                                                            tmp_path: Path) -> None:
+    """The spec a CDI consumer makes from gpuhook's CDI spec (driver files mounted, `gpuhook hook update-ldcache`
+    as the createContainer hook), run by plain runc against the same hostile image."""
+    vol = _volume(tmp_path)
+    before = sorted(os.listdir(vol))
+    libs = Path(mixed_host, LIB).iterdir()
+    libcuda = next(p for p in libs if p.name.startswith("libcuda.so.") and not p.is_symlink())
+    cfg = tmp_path / "cdi.toml"
+
+    def cdi(spec: dict[str, object]) -> None:
+        _mount_volume(vol)(spec)  # type: ignore[operator]
+        spec["mounts"].append({"destination": f"/{LIB}/{libcuda.name}", "type": "bind",  # type: ignore[attr-defined]
+                               "source": str(libcuda), "options": ["ro", "nosuid", "nodev", "bind"]})
+        spec["hooks"] = {"createContainer": [{"path": conftest.GPUHOOK, "args": [
+            "gpuhook", "hook", "update-ldcache", "--folder", f"/{LIB}"], "env": [f"GPUHOOK_CONFIG={cfg}"],
+            "timeout": 30}]}
+
+    cfg.write_text(f'host_root = "{mixed_host}"\nstate_dir = "{tmp_path / "state"}"\n')
+    r = run_container(mixed_host, "dlopen-probe libcuda.so.1", mode="hook", spec_edit=cdi, image_edit=_evil_sonames,
+                      config=cfg.read_text())
+    assert r.rc == 0, r.err
+    assert "dlopen libcuda.so.1 ok" in r.out  # the CDI-mounted library is in the container's cache
+    assert sorted(os.listdir(vol)) == before
