@@ -91,7 +91,6 @@ def register_device_container(spec: Spec, container_id: str, table: dict[str, An
     """A container with GPU device nodes but no request (`--device`, a device plugin's nodes): it is recorded
     with its GPUs, so that an exclusive request sees it, and refused while one of them is leased. The spec is
     not changed. Reads the host; writes the record."""
-    from gpuhook.errors import PolicyError
     from gpuhook.host.processes import start_time
     from gpuhook.plan.tuning import gpus_in_spec
 
@@ -103,30 +102,27 @@ def register_device_container(spec: Spec, container_id: str, table: dict[str, An
     gpus = tuple(g.uuid or g.pci for _, found in selected for g in found)
     if not gpus:
         return
-    leases = (_ledger_view(config.state_dir) or {}).get("leases", {})
-    held = next((g for g in gpus if g in leases), None)
-    if held is not None:
-        raise PolicyError(f"GPU {held} is held exclusively by container {leases[held]['id']}: this container has its "
-                          "device node; wait for it to stop or give it other GPUs")
     me = os.getpid()
     drivers = tuple((inv.vendor, inv.driver_version or "") for inv, _ in selected)
     record = containers.ContainerRecord(container_id, drivers, runtime_root, gpus=gpus, creator=me,
                                         creator_start=start_time(me))
-    containers.save(config.state_dir, record)
-    recheck_leases(config.state_dir, record)
+    containers.save(config.state_dir, record)  # first: an exclusive request from now on sees it
+    recheck_leases(config.state_dir, record, "this container has its device node; wait for it to stop or give it "
+                   "other GPUs")
 
 
-def recheck_leases(state_dir: str, record: containers.ContainerRecord) -> None:
+def recheck_leases(state_dir: str, record: containers.ContainerRecord,
+                   way_out: str = "wait for it to stop or pick other GPUs") -> None:
     """After this container's record is on disk, the leases once more: an exclusive holder that took its lease
     meanwhile did not see the record, so this container must see the lease (then it withdraws and refuses)."""
-    leases = (_ledger_view(state_dir) or {}).get("leases", {})
-    held = next((gpu for gpu in record.gpus if gpu in leases), None)
-    if held is not None:
-        containers.remove(state_dir, record)
-        from gpuhook.errors import PolicyError
+    from gpuhook.errors import PolicyError
+    from gpuhook.plan.tuning import check_leases
 
-        raise PolicyError(f"GPU {held} is held exclusively by container {leases[held]['id']}: wait for it to stop "
-                          "or pick other GPUs")
+    try:
+        check_leases((_ledger_view(state_dir) or {}).get("leases", {}), record.gpus, way_out=way_out)
+    except PolicyError:
+        containers.remove(state_dir, record)
+        raise
 
 
 def _users(state_dir: str, me: str) -> tuple[tuple[str, str], ...]:

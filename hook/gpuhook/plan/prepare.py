@@ -12,7 +12,7 @@ from gpuhook.errors import ConfigError, PolicyError, RequestError
 from gpuhook.frozen import frozen
 from gpuhook.host.facts import Needs
 from gpuhook.plan.select import Selected, edits_for, select_all
-from gpuhook.plan.tuning import Setting, check_conflicts, check_policy, gpus_in_spec, settings_for
+from gpuhook.plan.tuning import Setting, check_conflicts, check_leases, check_policy, gpus_in_spec, settings_for
 from gpuhook.request.container import HostRocm, Request, env_map
 from gpuhook.vendors.registry import get
 
@@ -92,11 +92,7 @@ def decide(request: Request, inventory: Inventory, facts: HostFacts, spec: Spec,
     settings = settings_for(tuning, selected)
     gpu_names = tuple(g.uuid or g.pci for _, gpus in selected for g in gpus)
     ledger = facts.ledger or {"leases": {}, "settings": {}}
-    for gpu in gpu_names:  # a lease holds against every container that would get the GPU
-        holder = ledger["leases"].get(gpu)
-        if holder:
-            raise PolicyError(f"GPU {gpu} is held exclusively by container {holder['id']}: wait for it to stop or "
-                              "pick other GPUs")
+    check_leases(ledger["leases"], gpu_names)  # a lease holds against every container that would get the GPU
     if settings or tuning.exclusive:  # the prestart hook checks again under the ledger's lock: the authority
         check_conflicts(ledger, settings, gpu_names if tuning.exclusive else (), lambda h: False,
                         lambda gpu: [c for g, c in facts.users if g == gpu])

@@ -65,16 +65,21 @@ def check_policy(tuning: Tuning, policy: TuningPolicy) -> None:
                           "gpuhook.dev/exclusive")
 
 
+def check_leases(leases: Mapping[str, Any], gpus: Iterable[str],
+                 is_me: Callable[[dict[str, Any]], bool] = lambda h: False,
+                 way_out: str = "wait for it to stop or pick other GPUs") -> None:
+    """PolicyError for the first of `gpus` another container holds exclusively."""
+    for gpu in gpus:
+        lease = leases.get(gpu)
+        if lease and not is_me(lease):
+            raise PolicyError(f"GPU {gpu} is held exclusively by container {lease['id']}: {way_out}")
+
+
 def check_conflicts(state: Mapping[str, Any], settings: Sequence[Setting], exclusive: Sequence[str],
                     is_me: Callable[[dict[str, Any]], bool], other_users: Callable[[str], list[str]]) -> None:
     """PolicyError before anything changes: a GPU leased by another, an exclusive GPU that others use, or a
     different value of a setting another holds. `state` is the ledger's (its holders alive)."""
-    gpus = {s.gpu for s in settings} | set(exclusive)
-    for gpu in sorted(gpus):
-        lease = state["leases"].get(gpu)
-        if lease and not is_me(lease):
-            raise PolicyError(f"GPU {gpu} is held exclusively by container {lease['id']}: wait for it to stop or "
-                              "pick other GPUs")
+    check_leases(state["leases"], sorted({s.gpu for s in settings} | set(exclusive)), is_me)
     for gpu in exclusive:
         users = sorted({h["id"] for k, e in state["settings"].items() if e["gpu"] == gpu for h in e["holders"]
                         if not is_me(h)} | set(other_users(gpu)))

@@ -137,7 +137,8 @@ class SysfsBackend:
 
     def _hwmon(self, s: Setting) -> str:
         device = self._device(s)
-        hwmon = sorted(n for n in _listdir(f"{device}/hwmon") if n.startswith("hwmon") and n[5:].isdigit())
+        hwmon = [n for n in self._root.listdir(f"{self._root.to_host(device)}/hwmon")
+                 if n.startswith("hwmon") and n[5:].isdigit()]
         found = [f"hwmon/{n}/power1_cap" for n in hwmon if os.path.isfile(f"{device}/hwmon/{n}/power1_cap")]
         if not found:
             raise TuningError(f"GPU {s.index} ({s.pci}) has no hwmon power1_cap")
@@ -164,10 +165,3 @@ class SysfsBackend:
                 f.write(value + "\n")
         except OSError as e:
             raise TuningError(f"cannot write {value} to {name} of GPU {s.index} ({s.pci}): {e.strerror}") from e
-
-
-def _listdir(path: str) -> list[str]:
-    try:
-        return os.listdir(path)
-    except OSError:
-        return []
