@@ -100,21 +100,22 @@ def _maybe_inject(args: RuncArgs, table: dict[str, object], path: str, validated
         raise SpecError(f"bundle {os.path.abspath(args.bundle)} has no readable config.json ({e.strerror})") from e
     from gpuhook.vendors.registry import markers, node_prefixes
 
-    if not any(m in data for m in _MARKERS) or not any(m in data for m in markers()):
-        if any(p.encode() in data for p in node_prefixes()):  # GPU nodes without a request: --device, a plugin
-            from gpuhook.apply import spec
-            from gpuhook.cli import inject
-
-            inject.register_device_container(spec.load_spec(data, spec_path), args.container_id, table, path,
-                                             validated, args.root)
+    asks = any(m in data for m in _MARKERS) and any(m in data for m in markers())
+    if not asks and not any(p.encode() in data for p in node_prefixes()):
         return
     from gpuhook.apply import spec
     from gpuhook.cli import inject
+    from gpuhook.request.container import is_sandbox
 
-    new, warnings = inject.edited_spec(spec.load_spec(data, spec_path), args.bundle, args.container_id, table,
-                                       path, validated, args.root)
+    loaded = spec.load_spec(data, spec_path)
+    if is_sandbox(loaded.get("annotations") or {}):  # a pod's pause container: never GPUs, tuning or records
+        return
+    if not asks:  # GPU nodes without a request: --device, another device plugin
+        inject.register_device_container(loaded, args.container_id, table, path, validated, args.root)
+        return
+    new, warnings = inject.edited_spec(loaded, args.bundle, args.container_id, table, path, validated, args.root)
     for w in warnings:
-        sys.stderr.write(f"gpuhook-runtime: warning: {w}\n")
+        _say(f"gpuhook-runtime: warning: {w}")
     if new is not None:
         spec.write_atomic(spec_path, new)
 
@@ -139,19 +140,42 @@ def find_runtime(name: str) -> str:
 
 
 def _fail(args: RuncArgs, message: str) -> NoReturn:
-    """Report one line on stderr (and in runc's --log file, where containerd reads errors) and exit 1."""
+    """Report one line in runc's --log file (where containerd and CRI-O read a runtime's error), then on
+    stderr, and exit 1. The log comes first and a closed or broken stderr is ignored: an engine that reads
+    only the log, or has already closed the pipe, still gets the refusal, never a crash."""
     line = " ".join(message.split())  # one line, whatever the message quoted
-    sys.stderr.write(f"gpuhook-runtime: {line}\n")
     if args.log:
-        import json
-
-        try:
-            with open(args.log, "a") as f:
-                if args.log_format == "json":
-                    f.write(json.dumps({"level": "error", "msg": f"gpuhook: {line}"}) + "\n")
-                else:
-                    escaped = line.replace("\\", "\\\\").replace('"', '\\"')  # no forged fields in logfmt
-                    f.write(f'level=error msg="gpuhook: {escaped}"\n')
-        except OSError:
-            pass
+        _log_error(args.log, args.log_format, f"gpuhook: {line}")
+    _say(f"gpuhook-runtime: {line}")
     sys.exit(1)
+
+
+def _say(line: str) -> None:
+    """One line on stderr; a closed or broken stderr (EPIPE, EBADF) is not an error of the container's."""
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError, AttributeError):  # AttributeError: started with fd 2 closed (None)
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (so that exiting does not flush the dead one: rc 120)
+
+
+def _log_error(path: str, log_format: str, msg: str) -> None:
+    """Append one error entry to runc's log in its --log-format (json as runc writes it, else logfmt)."""
+    import time
+
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    if log_format == "json":
+        from gpuhook import fastjson
+
+        entry = fastjson.dumps({"level": "error", "msg": msg, "time": stamp})
+    else:
+        escaped = msg.replace("\\", "\\\\").replace('"', '\\"')  # no forged fields in logfmt
+        entry = f'time="{stamp}" level=error msg="{escaped}"'
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, (entry + "\n").encode())
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
