@@ -27,4 +27,4 @@ from __future__ import annotations
 # Modules the hot paths must not load (their top-level package names)
 HEAVY = frozenset({"json", "re", "enum", "typing", "collections", "functools", "contextlib", "dataclasses", "copy",
                    "subprocess", "ctypes", "logging", "hashlib", "shutil", "inspect", "ast", "datetime", "tomllib",
-                   "structlog", "jsonschema", "tomlkit", "pynvml", "amdsmi"})
+                   "structlog", "jsonschema", "tomlkit", "pynvml", "amdsmi", "grpc", "google"})
