@@ -26,6 +26,7 @@ class Policy:
     readonly_sys: bool = True  # GPU containers' /sys stays read-only
     nvidia_procfs: bool = True  # a read-only /proc/driver/nvidia copy: ModifyDeviceFiles 0, own GPUs only
     allow_tuning: bool = True  # containers may ask for clocks, power limits, perf levels, compute modes, leases
+    requests: str = "any"  # or "allocated": GPUs only through the device plugin's allocations (cluster nodes)
 
 
 @frozen
@@ -38,6 +39,22 @@ class TuningPolicy:
     perf_levels: tuple[str, ...] | None = None
     compute_modes: tuple[str, ...] | None = None
     exclusive: bool = True
+
+
+@frozen
+class Kubernetes:
+    """The device plugin's settings (the [kubernetes] table)."""
+
+    kubelet_dir: str = "/var/lib/kubelet/device-plugins"
+    resources: tuple[tuple[str, str], ...] = (("nvidia", "nvidia.com/gpu"), ("amd", "amd.com/gpu"))
+    replicas: int = 1  # time-slicing: shares advertised per GPU
+    allocate_with: tuple[str, ...] = ("annotation",)  # and/or "env", "cdi": what Allocate answers with
+    allocation_ttl: int = 3600  # seconds an allocation waits for its container (image pulls included)
+    health_interval: float = 1.0  # seconds between health checks
+
+    def resource(self, vendor: str) -> str:
+        """The extended resource name a vendor's GPUs are advertised under."""
+        return dict(self.resources).get(vendor) or f"{vendor}.com/gpu"
 
 
 @frozen
@@ -55,6 +72,7 @@ class Config:
     hook_timeout: int = 30  # seconds: every hook gpuhook adds (and each helper a hook runs) has this deadline
     policy: Policy = Policy()  # frozen: one shared default is safe
     tuning: TuningPolicy = TuningPolicy()
+    kubernetes: Kubernetes = Kubernetes()
 
 
 def load() -> Config:
@@ -73,8 +91,16 @@ def from_table(table: dict[str, Any], path: str, validated: bool = False) -> Con
     t = table.get("tuning", {})
     tuning = TuningPolicy(policy.allow_tuning, _pair(t.get("clocks_mhz")), _pair(t.get("power_watts")),
                           _names(t.get("perf_levels")), _names(t.get("compute_modes")), t.get("exclusive", True))
-    top = {k: v for k, v in table.items() if k not in ("policy", "tuning")}
-    return Config(path=path, policy=policy, tuning=tuning, **top)
+    top = {k: v for k, v in table.items() if k not in ("policy", "tuning", "kubernetes")}
+    return Config(path=path, policy=policy, tuning=tuning, kubernetes=_kubernetes(table.get("kubernetes")), **top)
+
+
+def _kubernetes(t: dict[str, Any] | None) -> Kubernetes:
+    if not t:
+        return Kubernetes()
+    resources = dict(Kubernetes().resources) | dict(t.get("resources", {}))
+    rest: dict[str, Any] = {k: (tuple(v) if k == "allocate_with" else v) for k, v in t.items() if k != "resources"}
+    return Kubernetes(resources=tuple(sorted(resources.items())), **rest)
 
 
 def _pair(value: list[int] | None) -> tuple[int, int] | None:

@@ -21,6 +21,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from gpuhook.apply.spec import Spec
     from gpuhook.plan.prepare import Prepared
 
 STAGES = ("prestart", "createRuntime", "poststop", "update-ldcache")
@@ -55,21 +56,34 @@ def main(stage: str | None, folders: list[str] | None = None) -> int:
 
 
 def _prestart(state: dict[str, object]) -> None:
-    from gpuhook.apply import live
-    from gpuhook.apply.spec import read_spec, rootfs
-    from gpuhook.cli.inject import prepare
+    from gpuhook.apply.spec import read_spec
+    from gpuhook.cli.inject import prepare, release_count_lock
+    from gpuhook.request.container import is_sandbox
 
     bundle, pid = state.get("bundle"), state.get("pid")
     if not isinstance(bundle, str) or not bundle or not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         raise SpecError("the OCI state on stdin lacks the bundle or the container's pid (or they are not a string "
                         "and a number)")
     spec = read_spec(bundle)
+    if is_sandbox(spec.get("annotations") or {}):  # a pod's pause container: never GPUs, tuning or records
+        return
     config = load()
     cid = str(state.get("id", ""))
     log = logs.logger(config, cid, "hook")
-    prepared = prepare(spec, bundle, config, log, container_id=cid)
-    if prepared is None:
-        return
+    try:
+        prepared = prepare(spec, bundle, config, log, container_id=cid)
+        if prepared is None:
+            return
+        _give(spec, bundle, config, cid, pid, prepared, log)
+    finally:
+        release_count_lock()
+
+
+def _give(spec: Spec, bundle: str, config: Config, cid: str, pid: int, prepared: Prepared, log: Any) -> None:
+    """The prepared edits into the running container, its record, then its tuning. Enters its namespaces."""
+    from gpuhook.apply import live
+    from gpuhook.apply.spec import rootfs
+
     warnings = list(prepared.warnings)
     todo = prepared.edits.lacking(spec)
     if todo.env:

@@ -30,7 +30,7 @@ def edits_for(selected: Selected, request: Request, inventory: Inventory) -> Edi
 
 def select(sel: Selection, inventory: Inventory, vendors: dict[str, Vendor]) -> tuple[VendorInventory, tuple[Gpu, ...]]:
     """The vendor and the GPUs one selection names, in the order asked; PlanError when they do not exist."""
-    inv = _vendor_for(sel, inventory, vendors)
+    inv = vendor_for(sel, inventory, vendors)
     if sel.devices is None:
         gpus: tuple[Gpu, ...] = inv.gpus
         if not gpus:
@@ -46,7 +46,7 @@ def select(sel: Selection, inventory: Inventory, vendors: dict[str, Vendor]) -> 
     return inv, gpus
 
 
-def _vendor_for(sel: Selection, inventory: Inventory, vendors: dict[str, Vendor]) -> VendorInventory:
+def vendor_for(sel: Selection, inventory: Inventory, vendors: dict[str, Vendor]) -> VendorInventory:
     if sel.vendor is not None:
         inv = inventory.vendor(sel.vendor)
         if inv is None:
@@ -56,11 +56,11 @@ def _vendor_for(sel: Selection, inventory: Inventory, vendors: dict[str, Vendor]
     ids = sel.devices or ()
     for vendor in vendors.values():  # identifiers in one vendor's own form (its UUIDs) name that vendor
         if ids and all(vendor.parse_id(i) is not None for i in ids):
-            return _vendor_for(Selection(vendor.NAME, sel.devices, sel.source, sel.raw), inventory, vendors)
+            return vendor_for(Selection(vendor.NAME, sel.devices, sel.source, sel.raw), inventory, vendors)
     if ids and all(":" in i for i in ids):
         owners = {v.vendor for v in inventory.vendors for g in v.gpus if g.pci in ids}
         if len(owners) == 1:
-            return _vendor_for(Selection(owners.pop(), sel.devices, sel.source, sel.raw), inventory, vendors)
+            return vendor_for(Selection(owners.pop(), sel.devices, sel.source, sel.raw), inventory, vendors)
     candidates = inventory.with_gpus()
     if len(candidates) == 1:
         return candidates[0]

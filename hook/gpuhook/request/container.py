@@ -18,21 +18,28 @@ PREFIX = "gpuhook.dev/"
 CAPABILITIES = ("compute", "utility", "video", "graphics", "display", "compat32", "ngx")
 DEFAULT_CAPABILITIES = frozenset({"compute", "utility"})
 
-_KNOWN = ("gpus", "vendor", "capabilities", "require", "host-rocm", *TUNING_KEYS)
+ALLOCATION = "allocation"  # set by gpuhook's device plugin through the kubelet, never by a pod author
+_KNOWN = ("gpus", "vendor", "capabilities", "require", "host-rocm", *TUNING_KEYS, ALLOCATION)
+COUNT_PREFIX = "count:"
+MAX_COUNT = 64
+# What marks a pod's sandbox (pause) container: containerd's CRI plugin, CRI-O.
+SANDBOX_MARKS = (("io.kubernetes.cri.container-type", "sandbox"), ("io.kubernetes.cri-o.ContainerType", "sandbox"))
 
 
 @frozen
 class Selection:
     """One ask for GPUs of one vendor (or of the vendor the host makes obvious).
 
-    `devices` is None for all GPUs, () for the driver without any GPU (`none`, where the vendor has it),
-    else normalised identifiers: decimal index, a vendor's own UUID form (`GPU-…`, `0x…`) or a full PCI address.
+    `devices` is None for all GPUs (or, with `count`, for that many free ones), () for the driver without any
+    GPU (`none`, where the vendor has it), else normalised identifiers: decimal index, a vendor's own UUID form
+    (`GPU-…`, `0x…`) or a full PCI address.
     """
 
     vendor: str | None
     devices: tuple[str, ...] | None
     source: str  # the annotation or env key it came from
     raw: str
+    count: int = 0  # gpus=count:N: N GPUs the allocator picks among the free ones
 
     @property
     def shown(self) -> str:
@@ -57,6 +64,7 @@ class Request:
     host_rocm: HostRocm | None = None
     host_rocm_asked: bool = False  # the annotation was given (true or false), so the policy default does not apply
     tuning: Tuning = Tuning()
+    allocation: str | None = None  # gpuhook.dev/allocation: the device plugin's record id
 
     @property
     def wants_gpus(self) -> bool:
@@ -74,6 +82,29 @@ def env_map(env: Iterable[str]) -> dict[str, str]:
     return out
 
 
+def pod_keys() -> tuple[str, ...]:
+    """Every gpuhook.dev/ key (without the prefix) a pod author may set: all but the allocation."""
+    return tuple(k for k in _KNOWN if k != ALLOCATION)
+
+
+def is_sandbox(annotations: Mapping[str, str]) -> bool:
+    """Whether the spec is a pod's sandbox (pause) container, which never gets GPUs, tuning or records."""
+    return any(annotations.get(key) == value for key, value in SANDBOX_MARKS)
+
+
+_POD_KEYS = ("io.kubernetes.cri.sandbox-uid", "io.kubernetes.pod.uid", "io.kubernetes.cri.sandbox-id",
+             "io.kubernetes.cri-o.SandboxID")
+_NAME_KEYS = ("io.kubernetes.cri.container-name", "io.kubernetes.container.name", "io.kubernetes.cri-o.ContainerName")
+
+
+def workload_key(annotations: Mapping[str, str], container_id: str) -> str:
+    """Who presents an allocation: "<pod>/<container name>" as the CRI engine names them (a restart of the
+    container keeps it), else the container id."""
+    pod = next((annotations[k] for k in _POD_KEYS if annotations.get(k)), "")
+    name = next((annotations[k] for k in _NAME_KEYS if annotations.get(k)), "")
+    return f"{pod}/{name}" if pod and name else container_id
+
+
 def parse_request(annotations: Mapping[str, str], env: Mapping[str, str], accept_env: bool = True) -> Request:
     """Parse a container's GPU request; annotations win over env, env counts only if `accept_env`."""
     ours = {k[len(PREFIX):]: v for k, v in annotations.items() if k.startswith(PREFIX)}
@@ -86,13 +117,23 @@ def parse_request(annotations: Mapping[str, str], env: Mapping[str, str], accept
     rocm = _parse_host_rocm(ours["host-rocm"]) if "host-rocm" in ours else None
     asked = "host-rocm" in ours
     tuning = parse_tuning(ours)
+    allocation = _parse_allocation(ours[ALLOCATION]) if ALLOCATION in ours else None
     if "gpus" in ours:
         sel = _parse_gpus(f"{PREFIX}gpus", ours["gpus"], vendor)
-        return Request((sel,) if sel else (), caps, rocm, asked, tuning)
+        return Request((sel,) if sel else (), caps, rocm, asked, tuning, allocation)
     if vendor is not None:
         raise RequestError(f"annotation {PREFIX}vendor={ours['vendor']!r} needs {PREFIX}gpus "
-                           "(e.g. all, 0,1 or a UUID)")
-    return Request(_env_selections(env, accept_env), caps, rocm, asked, tuning)
+                           "(e.g. all, 0,1, count:2 or a UUID)")
+    return Request(_env_selections(env, accept_env), caps, rocm, asked, tuning, allocation)
+
+
+def _parse_allocation(raw: str) -> str:
+    """An allocation id as the device plugin makes them: 32 lower-case hex digits."""
+    value = raw.strip()
+    if len(value) != 32 or any(c not in "0123456789abcdef" for c in value):
+        raise RequestError(f"annotation {PREFIX}{ALLOCATION}={raw[:64]!r} is not an allocation id: it is set "
+                           "by gpuhook's device plugin, through the kubelet, never by hand")
+    return value
 
 
 def _parse_host_rocm(raw: str) -> HostRocm | None:
@@ -162,7 +203,16 @@ def _parse_gpus(key: str, raw: str, vendor: str | None, none_means_driver: bool 
         return None
     if low == "all":
         return Selection(vendor, None, key, raw)
+    if low.startswith(COUNT_PREFIX) and key == f"{PREFIX}gpus":
+        return Selection(vendor, None, key, raw, _parse_count(key, raw, low[len(COUNT_PREFIX):].strip()))
     ids: dict[str, None] = {}
     for item in value.split(","):
         ids.update(dict.fromkeys(parse_item(key, raw, item.strip())))
     return Selection(vendor, tuple(ids), key, raw)
+
+
+def _parse_count(key: str, raw: str, text: str) -> int:
+    if not text.isdigit() or not text.isascii() or len(text) > 3 or not 1 <= int(text) <= MAX_COUNT:
+        raise RequestError(f"{key}={raw[:64]!r}: expected count:N with N from 1 to {MAX_COUNT} (that many free "
+                           "GPUs, picked by gpuhook)")
+    return int(text)

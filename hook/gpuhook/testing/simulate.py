@@ -31,6 +31,7 @@ class HostSpec:
     host_rocm: tuple[str, ...] = ()  # ROCm user-space trees under /opt/rocm-<version>; /opt/rocm -> the last
     rocm_data_mb: int = 0  # a sparse data file of this size in each ROCm tree, like rocBLAS's kernel libraries
     others: tuple[tuple[str, int], ...] = ()  # GPUs of vendors registered from outside: (name, count)
+    numa_nodes: int = 1  # each vendor's GPUs spread evenly over this many NUMA nodes (sysfs numa_node)
 
     def gpus_of(self, vendor: str) -> int:
         """How many GPUs of `vendor` the host has."""
@@ -67,6 +68,18 @@ def write(root: str, path: str, text: str) -> None:
     os.makedirs(os.path.dirname(full), exist_ok=True)
     with open(full, "w") as f:
         f.write(text)
+
+
+def pci_device(root: str, pci: str, index: int, count: int, spec: HostSpec) -> str:
+    """The PCI device's sysfs directory (host path) with its NUMA node, linked from /sys/bus/pci/devices."""
+    device = f"/sys/devices/pci0000:00/{pci}"
+    numa = index * spec.numa_nodes // max(count, 1) if spec.numa_nodes > 1 else -1
+    write(root, f"{device}/numa_node", f"{numa}\n")
+    link = f"{root}/sys/bus/pci/devices/{pci}"
+    os.makedirs(os.path.dirname(link), exist_ok=True)
+    if not os.path.lexists(link):
+        os.symlink(f"../../../devices/pci0000:00/{pci}", link)
+    return device
 
 
 def node(root: str, path: str, major: int, minor: int, mode: int, gid: int) -> None:

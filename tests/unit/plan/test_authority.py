@@ -1,0 +1,155 @@
+"""Who grants GPUs ([policy] requests), tested with parsed requests and literal allocation records."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuhook.apply.allocations import Allocation
+from gpuhook.config import Config, from_table
+from gpuhook.errors import PolicyError
+from gpuhook.plan.authority import authorize
+from gpuhook.request.container import Selection, parse_request
+from gpuhook.request.tuning import Tuning
+
+A = "gpuhook.dev/"
+ID = "0123456789abcdef0123456789abcdef"
+U0 = "GPU-00000000-0000-0000-0000-000000000000"
+U1 = "GPU-00000001-0000-0000-0000-000000000000"
+ANY = from_table({}, "/x")
+ALLOCATED = from_table({"policy": {"requests": "allocated"}}, "/x")
+WHOLE = Allocation(ID, "nvidia.com/gpu", "nvidia", (U0, U1), (U0, U1), False, 100.0, 3700.0, "pod/main", "c1")
+SHARED = Allocation(ID, "nvidia.com/gpu", "nvidia", (U0,), (f"{U0}::0",), True, 100.0, 3700.0, "pod/main", "c1")
+BOTH = "nvidia.com/gpu: 1 or amd.com/gpu: 1"
+
+OWN_ASKS = [
+    ("gpus all", {A + "gpus": "all"}, {}, f"{A}gpus='all'", BOTH),
+    ("gpus count", {A + "gpus": "count:1"}, {}, f"{A}gpus='count:1'", BOTH),
+    ("gpus index", {A + "gpus": "0"}, {}, f"{A}gpus='0'", BOTH),
+    ("gpus with vendor", {A + "gpus": "0", A + "vendor": "amd"}, {}, f"{A}gpus='0'", "amd.com/gpu: 1"),
+    ("nvidia env all", {}, {"NVIDIA_VISIBLE_DEVICES": "all"}, "NVIDIA_VISIBLE_DEVICES='all'", "nvidia.com/gpu: 1"),
+    ("nvidia env uuid", {}, {"NVIDIA_VISIBLE_DEVICES": U1}, f"NVIDIA_VISIBLE_DEVICES={U1!r}", "nvidia.com/gpu: 1"),
+    ("amd env", {}, {"AMD_VISIBLE_DEVICES": "0"}, "AMD_VISIBLE_DEVICES='0'", "amd.com/gpu: 1"),
+]
+
+
+@pytest.mark.parametrize(("annotations", "env", "quoted", "how"), [o[1:] for o in OWN_ASKS],
+                         ids=[o[0] for o in OWN_ASKS])
+def test_allocated_refuses_own_asks(annotations: dict[str, str], env: dict[str, str], quoted: str, how: str) -> None:
+    with pytest.raises(PolicyError) as e:
+        authorize(parse_request(annotations, env), None, ALLOCATED)
+    assert str(e.value).startswith(f"{quoted}: on this node only the kubelet grants GPUs")
+    assert '[policy] requests = "allocated"' in str(e.value)
+    assert str(e.value).endswith(f"ask in the pod spec with resources.limits ({how})")
+
+
+def test_allocated_refusal_names_the_configured_resource() -> None:
+    config = from_table({"policy": {"requests": "allocated"},
+                         "kubernetes": {"resources": {"nvidia": "example.com/h100"}}}, "/x")
+    with pytest.raises(PolicyError, match=r"resources\.limits \(example\.com/h100: 1\)$"):
+        authorize(parse_request({}, {"NVIDIA_VISIBLE_DEVICES": "all"}), None, config)
+
+
+NO_GPUS = [
+    ("nothing", {}, {}),
+    ("nvidia env none: the driver alone", {}, {"NVIDIA_VISIBLE_DEVICES": "none"}),
+    ("nvidia env void", {}, {"NVIDIA_VISIBLE_DEVICES": "void"}),
+    ("gpus none", {A + "gpus": "none"}, {"NVIDIA_VISIBLE_DEVICES": "all"}),
+    ("capabilities only", {A + "capabilities": "video"}, {}),
+    ("env-only tuning", {A + "fine-grain-pcie": "true"}, {}),
+]
+
+
+@pytest.mark.parametrize(("annotations", "env"), [n[1:] for n in NO_GPUS], ids=[n[0] for n in NO_GPUS])
+def test_allocated_passes_requests_without_gpus(annotations: dict[str, str], env: dict[str, str]) -> None:
+    request = parse_request(annotations, env)
+    assert authorize(request, None, ALLOCATED) is request
+
+
+def test_nvidia_none_keeps_the_driver_selection() -> None:
+    out = authorize(parse_request({}, {"NVIDIA_VISIBLE_DEVICES": "none"}), None, ALLOCATED)
+    assert out.selections == (Selection("nvidia", (), "NVIDIA_VISIBLE_DEVICES", "none"),)
+
+
+TUNING = [
+    ("clocks", {A + "clocks": "1500"}),
+    ("power limit", {A + "power-limit": "300"}),
+    ("perf level", {A + "perf-level": "high"}),
+    ("compute mode", {A + "compute-mode": "exclusive-process"}),
+    ("exclusive", {A + "exclusive": "true"}),
+]
+
+
+@pytest.mark.parametrize("annotations", [t[1] for t in TUNING], ids=[t[0] for t in TUNING])
+def test_allocated_refuses_tuning_without_allocation(annotations: dict[str, str]) -> None:
+    with pytest.raises(PolicyError) as e:
+        authorize(parse_request(annotations, {}), None, ALLOCATED)
+    assert str(e.value).startswith("tuning (")
+    assert f"add resources.limits ({BOTH}) to the container" in str(e.value)
+
+
+ANY_ASKS = [
+    ("gpus all", {A + "gpus": "all"}, {}),
+    ("gpus count", {A + "gpus": "count:2"}, {}),
+    ("nvidia env all", {}, {"NVIDIA_VISIBLE_DEVICES": "all"}),
+    ("tuning", {A + "gpus": "0", A + "clocks": "1500", A + "exclusive": "true"}, {}),
+]
+
+
+@pytest.mark.parametrize(("annotations", "env"), [a[1:] for a in ANY_ASKS], ids=[a[0] for a in ANY_ASKS])
+def test_any_passes_own_asks(annotations: dict[str, str], env: dict[str, str]) -> None:
+    request = parse_request(annotations, env)
+    assert authorize(request, None, ANY) is request
+
+
+WITH_ALLOCATION = [
+    ("nothing else", {}, {}),
+    ("image env all ignored", {}, {"NVIDIA_VISIBLE_DEVICES": "all"}),
+    ("image env of another vendor ignored", {}, {"NVIDIA_VISIBLE_DEVICES": U1, "AMD_VISIBLE_DEVICES": "0"}),
+    ("gpus none", {A + "gpus": "none"}, {}),
+]
+
+
+@pytest.mark.parametrize("config", [ANY, ALLOCATED], ids=["any", "allocated"])
+@pytest.mark.parametrize(("annotations", "env"), [w[1:] for w in WITH_ALLOCATION], ids=[w[0] for w in WITH_ALLOCATION])
+def test_allocation_is_exactly_what_is_granted(annotations: dict[str, str], env: dict[str, str],
+                                               config: Config) -> None:
+    request = parse_request({A + "allocation": ID, **annotations}, env)
+    out = authorize(request, WHOLE, config)
+    assert out.selections == (Selection("nvidia", (U0, U1), f"{A}allocation", ID),)
+    assert out.allocation == ID
+
+
+@pytest.mark.parametrize("config", [ANY, ALLOCATED], ids=["any", "allocated"])
+def test_own_gpus_next_to_allocation_refused(config: Config) -> None:
+    request = parse_request({A + "allocation": ID, A + "gpus": "0"}, {})
+    with pytest.raises(PolicyError) as e:
+        authorize(request, WHOLE, config)
+    assert str(e.value) == (f"{A}gpus='0' next to the kubelet's allocation (nvidia.com/gpu: {U0}, {U1}): a pod gets "
+                            f"the GPUs its resources.limits asked for; drop {A}gpus")
+
+
+def test_exclusive_on_shared_allocation_refused() -> None:
+    config = from_table({"policy": {"requests": "allocated"}, "kubernetes": {"replicas": 4}}, "/x")
+    request = parse_request({A + "allocation": ID, A + "exclusive": "true"}, {})
+    with pytest.raises(PolicyError) as e:
+        authorize(request, SHARED, config)
+    message = str(e.value)
+    assert message.startswith(f"{A}exclusive=true on a time-sliced GPU (nvidia.com/gpu is shared between pods")
+    assert 'nodeSelector nvidia.com/gpu.replicas: "1"' in message
+    assert f"drop {A}exclusive" in message
+
+
+def test_tuning_without_exclusive_on_shared_allocation_kept() -> None:
+    request = parse_request({A + "allocation": ID, A + "clocks": "1500"}, {})
+    out = authorize(request, SHARED, ALLOCATED)
+    assert out.tuning == Tuning(clocks=(1500, 1500))
+    assert out.selections == (Selection("nvidia", (U0,), f"{A}allocation", ID),)
+
+
+def test_tuning_and_capabilities_kept_with_allocation() -> None:
+    request = parse_request({A + "allocation": ID, A + "exclusive": "true", A + "power-limit": "300W",
+                             A + "capabilities": "compute,video"}, {})
+    out = authorize(request, WHOLE, ALLOCATED)
+    assert out.tuning == Tuning(power_limit=300, exclusive=True)
+    assert out.capabilities == frozenset({"compute", "video"})
+    assert out.selections == (Selection("nvidia", (U0, U1), f"{A}allocation", ID),)
