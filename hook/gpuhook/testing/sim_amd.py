@@ -6,11 +6,13 @@ import os
 import shutil
 
 from gpuhook.testing import stub_libs as stubs
-from gpuhook.testing.simulate import SIM_STATE, HostSpec, node, write
+from gpuhook.testing.simulate import SIM_STATE, HostSpec, node, pci_device, write
 
 RENDER_GID = 109
 VIDEO_GID = 44
 KFD_MAJOR, DRI_MAJOR = 511, 226
+MI300X_VRAM = 205822885888  # bytes in an MI300X's KFD memory bank (192G as the node labeller rounds it)
+PRODUCT_NAME = "AMD Instinct MI300X OAM"  # amdgpu's product_name, from the board's FRU
 
 
 def build(root: str, spec: HostSpec, count: int) -> None:
@@ -28,10 +30,12 @@ def build(root: str, spec: HostSpec, count: int) -> None:
         bus = 0x80 + i
         render_minor, card = 128 + i, first_card + i
         write(root, f"{topo}/{i + 1}/properties",
-               f"cpu_cores_count 0\nsimd_count 304\nmem_banks_count 1\n"
+               f"cpu_cores_count 0\nsimd_count 1216\nsimd_per_cu 4\nmem_banks_count 1\n"
                f"gfx_target_version {spec.gfx_target_version}\nvendor_id 4098\ndevice_id 29857\n"
                f"location_id {bus << 8}\ndomain 0\ndrm_render_minor {render_minor}\n"
                f"unique_id {0x5A1E000000000000 + i}\n")
+        write(root, f"{topo}/{i + 1}/mem_banks/0/properties",
+               f"heap_type 1\nsize_in_bytes {MI300X_VRAM}\nflags 0\nwidth 8192\nmem_clk_max 1300\n")
         write(root, f"{topo}/{i + 1}/gpu_id", f"{1000 + i}\n")
         write(root, f"{topo}/{i + 1}/name", "gfx942\n")
         pci = f"0000:{bus:02x}:00.0"
@@ -39,7 +43,7 @@ def build(root: str, spec: HostSpec, count: int) -> None:
         _drm(root, pci, f"renderD{render_minor}")
         node(root, f"/dev/dri/card{card}", DRI_MAJOR, card, 0o660, VIDEO_GID)
         node(root, f"/dev/dri/renderD{render_minor}", DRI_MAJOR, render_minor, 0o660, RENDER_GID)
-        _amdgpu_sysfs(root, f"/sys/devices/pci0000:00/{pci}")
+        _amdgpu_sysfs(root, pci_device(root, pci, i, count, spec))
     node(root, "/dev/kfd", KFD_MAJOR, 0, 0o660, RENDER_GID)
     if spec.amd_driver:
         write(root, "/sys/module/amdgpu/version", spec.amd_driver + "\n")
@@ -57,6 +61,7 @@ def _amdgpu_sysfs(root: str, device: str) -> None:
     write(root, f"{device}/pp_dpm_sclk", "0: 500Mhz *\n1: 1200Mhz\n2: 1700Mhz\n3: 2100Mhz\n")
     write(root, f"{device}/hwmon/hwmon0/power1_cap", "300000000\n")
     write(root, f"{device}/hwmon/hwmon0/power1_cap_max", "750000000\n")
+    write(root, f"{device}/product_name", PRODUCT_NAME + "\n")
 
 
 def _amdsmi(root: str, spec: HostSpec, count: int) -> None:

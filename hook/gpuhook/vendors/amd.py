@@ -115,20 +115,11 @@ def backend(root: Root) -> Backend:
     return SysfsBackend(root)
 
 
-def labels(inv: VendorInventory, root: Root) -> dict[str, str]:
-    """The ROCm release of the amdgpu driver, in-tree when it has no version, the gfx targets."""
-    from gpuhook.plan import rocm
+def labels(inv: VendorInventory, root: Root, replicas: int) -> dict[str, str]:
+    """ROCm release, in-tree, gfx targets and the node labeller's amd.com/ labels (amd_labels.py). Reads sysfs."""
+    from gpuhook.vendors import amd_labels
 
-    out = {}
-    release = rocm.release_of_driver(inv.driver_version) if inv.driver_version else None
-    if release:
-        out["rocm"] = release
-    if not inv.driver_version:
-        out["in-tree"] = "true"
-    targets = sorted({g.arch for g in inv.gpus if g.arch})
-    if targets:
-        out["gfx"] = "_".join(targets)
-    return out
+    return amd_labels.labels(inv, root, replicas)
 
 
 def checks(inv: VendorInventory) -> tuple[tuple[str, str, str], ...]:

@@ -159,18 +159,11 @@ def backend(root: Root) -> Backend:
         raise TuningError(str(e)) from e
 
 
-def labels(inv: VendorInventory, root: Root) -> dict[str, str]:
-    """The CUDA version the driver supports (asked of the host's libcuda)."""
-    from gpuhook.errors import DiscoveryError
-    from gpuhook.host import libcuda
+def labels(inv: VendorInventory, root: Root, replicas: int) -> dict[str, str]:
+    """The driver's CUDA version and GFD's nvidia.com/ labels (nvidia_labels.py). Loads libcuda and NVML."""
+    from gpuhook.vendors import nvidia_labels
 
-    lib = next((f.source for f in inv.files if os.path.basename(f.source).startswith("libcuda.so.")), None)
-    if lib is None:
-        return {}
-    try:
-        return {"cuda": libcuda.driver_cuda_version(root.lexical(lib))}
-    except DiscoveryError:
-        return {}
+    return nvidia_labels.labels(inv, root, replicas)
 
 
 def checks(inv: VendorInventory) -> tuple[tuple[str, str, str], ...]:

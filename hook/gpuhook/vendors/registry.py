@@ -76,8 +76,10 @@ class Vendor(Protocol):
         """The tuning backend for this vendor's GPUs under `root` (the caller closes it). Loads libraries."""
         ...
 
-    def labels(self, inv: VendorInventory, root: Root) -> dict[str, str]:
-        """Node labels beyond presence, count and driver (keys without the gpuhook-<vendor>. prefix)."""
+    def labels(self, inv: VendorInventory, root: Root, replicas: int) -> dict[str, str]:
+        """Node labels beyond presence, count and driver, for GPUs shared `replicas` ways: a key without '/' is
+        gpuhook's own (written as gpuhook-<vendor>.<key>), one with a prefix (the vendor's own labeller's,
+        e.g. nvidia.com/gpu.product) is written as it is."""
         ...
 
     def checks(self, inv: VendorInventory) -> tuple[tuple[str, str, str], ...]:

@@ -71,8 +71,8 @@ class Toy:
     def backend(self, root: Root) -> object:
         raise NotImplementedError
 
-    def labels(self, inv: VendorInventory, root: Root) -> dict[str, str]:
-        return {"toyness": "high"}
+    def labels(self, inv: VendorInventory, root: Root, replicas: int) -> dict[str, str]:
+        return {"toyness": "high", "toy.example/gpu.replicas": str(replicas)}
 
     def checks(self, inv: VendorInventory) -> tuple[tuple[str, str, str], ...]:
         return ()
@@ -130,8 +130,11 @@ def test_a_toy_vendor_in_cdi_and_labels(toy_host: Root) -> None:
     assert spec["kind"] == "toy.example/gpu" and spec["containerEdits"]["env"] == ["TOY_VISIBLE_DEVICES=void"]
     assert [d["name"] for d in spec["devices"]] == ["0", "1", "TOY-0000", "TOY-0001", "all"]
     assert spec["cdiVersion"] == "0.7.0"  # its nodes need group 109
-    assert labels(inventory, toy_host) == {"gpuhook-toy.present": "true", "gpuhook-toy.count": "2",
-                                           "gpuhook-toy.driver": "1.0", "gpuhook-toy.toyness": "high"}
+    assert labels(inventory, toy_host, 3) == {"gpuhook-toy.present": "true", "gpuhook-toy.count": "2",
+                                              "gpuhook-toy.driver": "1.0", "gpuhook-toy.toyness": "high",
+                                              "toy.example/gpu.replicas": "3",
+                                              "gpuhook.feature.node.kubernetes.io/accelerator": "toy",
+                                              "gpuhook.feature.node.kubernetes.io/accelerator.toy": "true"}
 
 
 def test_an_unknown_vendor_fails_loudly() -> None:

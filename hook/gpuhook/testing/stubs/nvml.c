@@ -1,7 +1,8 @@
 /* Stub libnvidia-ml.so.1 for simulated hosts: the NVML calls gpuhook and its tools make.
    The device count is what this process can see: /dev/nvidia<N> nodes. Devices are found by the
    simulator's UUIDs (GPU-<index as 8 hex digits>-...); every device reports the compiled-in
-   compute capability (STUB_CC_MAJOR.STUB_CC_MINOR) and brand (STUB_BRAND, an nvmlBrandType_t). */
+   compute capability (STUB_CC_MAJOR.STUB_CC_MINOR), brand (STUB_BRAND, an nvmlBrandType_t) and memory.
+   There is no nvmlDeviceGetMigMode: pynvml reports it missing, so the GPUs are not MIG capable. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,6 +81,13 @@ int nvmlDeviceGetCudaComputeCapability(device_t *device, int *major, int *minor)
     (void)device; *major = STUB_CC_MAJOR; *minor = STUB_CC_MINOR; return 0;
 }
 int nvmlDeviceGetBrand(device_t *device, int *brand) { (void)device; *brand = STUB_BRAND; return 0; }
+/* An H100 80GB HBM3's frame buffer as NVML counts it: 81559 MiB in all (nvmlMemory_t, the v1 call). */
+typedef struct { unsigned long long total, free, used; } memory_t;
+int nvmlDeviceGetMemoryInfo(device_t *device, memory_t *memory) {
+    (void)device;
+    memory->total = 85520809984ULL; memory->used = 567017472ULL; memory->free = memory->total - memory->used;
+    return 0;
+}
 
 int nvmlDeviceSetGpuLockedClocks(device_t *d, unsigned lo, unsigned hi) {
     if (must_fail(d->index, "clocks")) return 999; /* NVML_ERROR_UNKNOWN */

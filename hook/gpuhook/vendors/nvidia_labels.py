@@ -1,0 +1,146 @@
+"""NVIDIA's node labels: gpuhook's own (`cuda`) and the keys NVIDIA's GPU Feature Discovery publishes
+(`nvidia.com/gpu.product`, `nvidia.com/cuda.driver-version.major`, ...), in GFD's value formats, so that
+nodeSelectors written for GFD pick gpuhook's nodes too.
+
+GFD describes one GPU model per node; with several models gpuhook describes the first GPU's (in PCI order)
+and counts the GPUs of that model. The CUDA version is asked of the host's libcuda, compute capability,
+memory and MIG support of its NVML; what they cannot tell is left out (mig.capable stays false).
+"""
+
+from __future__ import annotations
+
+import os
+
+from gpuhook.errors import DiscoveryError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from gpuhook.host.inventory import VendorInventory
+    from gpuhook.host.root import Root
+
+PREFIX = "nvidia.com/"
+_MIB = 1024 * 1024
+# GFD's architecture families by compute-capability major (7 and 8 also look at the minor: see `family`)
+_FAMILIES = {1: "tesla", 2: "fermi", 3: "kepler", 5: "maxwell", 6: "pascal", 9: "hopper", 10: "blackwell",
+             12: "blackwell", 13: "rubin"}
+_PCI_MODES = {"0x0302": "compute", "0x0300": "graphics"}  # PCI class 3D controller / VGA, as GFD's gpu.mode
+
+
+def labels(inv: VendorInventory, root: Root, replicas: int) -> dict[str, str]:
+    """gpuhook's `cuda` and GFD's nvidia.com/ labels. Loads the host's libcuda and NVML, reads PCI sysfs."""
+    cuda = _cuda_version(inv, root)
+    out = {"cuda": cuda} if cuda else {}
+    if not inv.gpus:
+        return out  # as GFD: no device labels without GPUs
+    first = inv.gpus[0]
+    capability, memory, mig = _nvml_facts(inv, root, first.uuid)
+    out.update(gfd(model=first.model, count=sum(g.model == first.model for g in inv.gpus),
+                   driver=inv.driver_version or "", cuda=cuda or "", capability=capability, memory_mib=memory,
+                   mig_capable=mig, mode=_mode(root, [g.pci for g in inv.gpus]), replicas=replicas))
+    return out
+
+
+def gfd(*, model: str, count: int, driver: str, cuda: str, capability: str, memory_mib: int, mig_capable: bool,
+        mode: str, replicas: int) -> dict[str, str]:
+    """GFD's labels (full keys) for `count` GPUs of `model`; "" or 0 for what is unknown leaves its labels out."""
+    shared = replicas > 1
+    out = {"gpu.present": "true", "gpu.count": str(count), "gpu.replicas": str(replicas),
+           "gpu.sharing-strategy": "time-slicing" if shared else "none", "gpu.mode": mode,
+           "mig.capable": "true" if mig_capable else "false"}
+    product = sanitise(model)
+    if product:
+        out["gpu.product"] = f"{product}-SHARED" if shared else product
+    if memory_mib:
+        out["gpu.memory"] = str(memory_mib)
+    major, _, minor = capability.partition(".")
+    if major.isdigit() and minor.isdigit() and int(major):
+        out.update({"gpu.family": family(int(major), int(minor)), "gpu.compute.major": major,
+                    "gpu.compute.minor": minor})
+    if driver:
+        parts = driver.split(".")
+        d_major, d_minor, d_rev = parts[0], parts[1] if len(parts) > 1 else "", parts[2] if len(parts) > 2 else ""
+        out.update({"cuda.driver-version.major": d_major, "cuda.driver-version.minor": d_minor,
+                    "cuda.driver-version.revision": d_rev, "cuda.driver-version.full": driver,
+                    "cuda.driver.major": d_major, "cuda.driver.minor": d_minor, "cuda.driver.rev": d_rev})
+    if cuda:
+        c_major, _, c_minor = cuda.partition(".")
+        out.update({"cuda.runtime-version.major": c_major, "cuda.runtime-version.minor": c_minor,
+                    "cuda.runtime-version.full": cuda, "cuda.runtime.major": c_major, "cuda.runtime.minor": c_minor})
+    return {PREFIX + k: v for k, v in out.items()}
+
+
+def family(major: int, minor: int) -> str:
+    """GFD's architecture family of compute capability major.minor (hopper for 9.0), `undefined` if unknown."""
+    if major == 7:
+        return "volta" if minor < 5 else "turing"
+    if major == 8:
+        return "ada-lovelace" if minor == 9 else "ampere"
+    return _FAMILIES.get(major, "undefined")
+
+
+def sanitise(text: str) -> str:
+    """GFD's sanitising: characters outside [A-Za-z0-9-_. ] dropped, blanks collapsed, words joined by '-'."""
+    kept = "".join(c for c in text if (c.isascii() and c.isalnum()) or c in "-_. ")
+    return "-".join(kept.split())
+
+
+def _cuda_version(inv: VendorInventory, root: Root) -> str | None:
+    """The CUDA version the driver supports, asked of the host's libcuda; None when it cannot say."""
+    from gpuhook.host import libcuda
+
+    lib = _library(inv, "libcuda.so.")
+    if lib is None:
+        return None
+    try:
+        return libcuda.driver_cuda_version(root.lexical(lib))
+    except DiscoveryError:
+        return None
+
+
+def _nvml_facts(inv: VendorInventory, root: Root, uuid: str) -> tuple[str, int, bool]:
+    """(compute capability, total memory in MiB, MIG capable) of one GPU from the host's NVML; ("", 0, False)
+    for what it cannot tell (a GPU or an NVML without MIG support is not MIG capable)."""
+    lib = _library(inv, "libnvidia-ml.so.")
+    if lib is None:
+        return "", 0, False
+    from gpuhook.host import nvml
+
+    try:
+        with nvml.session(root.lexical(lib)) as pynvml:
+            capability = nvml.device_facts(pynvml, uuid)[0]
+            return capability, _memory_mib(pynvml, uuid), _mig_capable(pynvml, uuid)
+    except (DiscoveryError, ImportError):
+        return "", 0, False
+
+
+def _memory_mib(pynvml: ModuleType, uuid: str) -> int:
+    try:
+        return int(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByUUID(uuid)).total) // _MIB
+    except pynvml.NVMLError:
+        return 0
+
+
+def _mig_capable(pynvml: ModuleType, uuid: str) -> bool:
+    try:
+        pynvml.nvmlDeviceGetMigMode(pynvml.nvmlDeviceGetHandleByUUID(uuid))
+    except pynvml.NVMLError:  # NOT_SUPPORTED, or a library without the call
+        return False
+    return True
+
+
+def _mode(root: Root, pcis: list[str]) -> str:
+    """GFD's gpu.mode from the GPUs' PCI class: compute (3D controller), graphics (VGA), unknown when they
+    differ; compute where sysfs does not say (a data-centre GPU's class)."""
+    modes = set()
+    for pci in pcis:
+        try:
+            modes.add(_PCI_MODES.get(root.read_text(f"/sys/bus/pci/devices/{pci}/class").strip()[:6], "unknown"))
+        except OSError:
+            continue
+    return modes.pop() if len(modes) == 1 else "unknown" if modes else "compute"
+
+
+def _library(inv: VendorInventory, prefix: str) -> str | None:
+    return next((f.source for f in inv.files if os.path.basename(f.source).startswith(prefix)), None)
