@@ -1,4 +1,5 @@
-"""gpuhook: the admin command line (simulate, list, demo, cdi, configure, labels, gc, status, doctor, version)
+"""gpuhook: the admin command line (simulate, list, demo, cdi, configure, labels, device-plugin, gc, status, doctor,
+version)
 and the `hook` entry runc calls. Every command reports a failure as one line on stderr and exit status 1."""
 
 from __future__ import annotations
@@ -89,7 +90,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("engine", choices=("docker", "containerd", "crio", "podman"))
     c.add_argument("--config-path", help="the engine's config file (default: its usual place)")
     c.add_argument("--set-default", action="store_true", help="make gpuhook the engine's default runtime")
-    c.add_argument("--cdi", action="store_true", help="docker: also turn on features.cdi")
+    c.add_argument("--cdi", action="store_true", help="also turn on CDI (docker: features.cdi; containerd: "
+                   "enable_cdi, the default where containerd is 1.7 or later)")
     c.add_argument("--dry-run", action="store_true", help="print the change, write nothing")
     c.add_argument("--revert", action="store_true", help="put back the file as it was before gpuhook changed it")
     c.add_argument("--runtime-path", help="the shim to register (default: gpuhook-runtime next to this gpuhook)")
@@ -97,6 +99,11 @@ def _parser() -> argparse.ArgumentParser:
     lab = sub.add_parser("labels", help="write node facts as a Node Feature Discovery feature file")
     lab.add_argument("--output", help="the feature file (default: NFD's features.d/gpuhook); - for stdout")
     lab.set_defaults(func=_labels)
+    dp = sub.add_parser("device-plugin", help="the kubelet device plugin (one resource per vendor; run by a "
+                        "DaemonSet)")
+    dp.add_argument("--kubelet-dir", help="the kubelet's device plugin directory (default: [kubernetes] "
+                    "kubelet_dir, /var/lib/kubelet/device-plugins)")
+    dp.set_defaults(func=_device_plugin)
     g = sub.add_parser("gc", help="release tuning held by containers that are gone, and restore the originals")
     g.set_defaults(func=lambda a: _tuning().gc(a))
     st = sub.add_parser("status", help="show the tuning ledger: GPU, setting, original, current, holders")
@@ -159,13 +166,26 @@ def _configure(args: argparse.Namespace) -> int:
     if args.revert:
         outcome = revert(args.engine, path, args.dry_run)
     else:
+        cdi = args.cdi or (args.engine == "containerd" and _containerd_has_cdi())
         wanted = Wanted(os.path.abspath(args.runtime_path or os.path.join(here, "gpuhook-runtime")),
-                        os.path.join(here, "gpuhook"), config_path()[0], args.set_default, args.cdi)
+                        os.path.join(here, "gpuhook"), config_path()[0], args.set_default, cdi)
         outcome = configure(args.engine, path, wanted, args.dry_run)
     if outcome.diff:
         print(outcome.diff, end="")
     print(("changed " + outcome.path + ": " if outcome.changed else "") + outcome.next_step)
     return 0
+
+
+def _containerd_has_cdi() -> bool:
+    """Whether the containerd on PATH is 1.7 or later (it reads CDI specs once enable_cdi is set)."""
+    from gpuhook.engines.containerd import supports_cdi
+    from gpuhook.errors import ProcessError
+    from gpuhook.proc import run
+
+    try:
+        return supports_cdi(run(["containerd", "--version"], timeout=10))
+    except ProcessError:
+        return False
 
 
 def _write(path: str, text: str) -> None:
@@ -184,8 +204,9 @@ def _labels(args: argparse.Namespace) -> int:
     from gpuhook.host.labels import DEFAULT_PATH, labels, render
     from gpuhook.host.root import Root
 
-    root = Root(load().host_root)
-    text = render(labels(discover(root), root))
+    config = load()
+    root = Root(config.host_root)
+    text = render(labels(discover(root), root, config.kubernetes.replicas))
     if args.output == "-":
         sys.stdout.write(text)
         return 0
@@ -193,6 +214,14 @@ def _labels(args: argparse.Namespace) -> int:
     _write(path, text)
     print(f"wrote {path} ({text.count(chr(10))} labels)")
     return 0
+
+
+def _device_plugin(args: argparse.Namespace) -> int:
+    from gpuhook.config import load
+    from gpuhook.kubernetes.daemon import run
+
+    config = load()
+    return run(config, args.kubelet_dir or config.kubernetes.kubelet_dir)
 
 
 def _doctor(args: argparse.Namespace) -> int:

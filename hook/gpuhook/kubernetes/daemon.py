@@ -1,0 +1,147 @@
+"""`gpuhook device-plugin`: the long-running loop. One ResourcePlugin per vendor whose driver is loaded, each
+served on its own socket in the kubelet's device plugin directory and registered with the kubelet.
+
+Every `health_interval` the loop re-runs discovery (the runtime's own) and updates what each plugin
+advertises; when the kubelet restarts (its socket is recreated, or ours was removed) it serves and registers
+anew; it expires allocations nobody claimed. SIGTERM or SIGINT: stop the streams, remove the sockets, exit 0.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+
+import grpc
+
+from gpuhook.apply import allocations
+from gpuhook.host.discover import discover
+from gpuhook.host.numa import numa_node
+from gpuhook.host.root import Root
+from gpuhook.kubernetes.api import constants, deviceplugin_pb2_grpc
+from gpuhook.kubernetes.api import deviceplugin_pb2 as pb
+from gpuhook.kubernetes.devices import advertise
+from gpuhook.kubernetes.plugin import ResourcePlugin
+from gpuhook.vendors.registry import get
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from gpuhook.config import Config
+
+_EXPIRE_EVERY = 30.0  # seconds between sweeps of unclaimed, expired allocations
+_REGISTER_TIMEOUT = 5.0
+
+
+def say(line: str) -> None:
+    """One line on stderr (the DaemonSet's log)."""
+    sys.stderr.write(f"gpuhook device-plugin: {line}\n")
+    sys.stderr.flush()
+
+
+class _Served:
+    """One plugin's gRPC server on its socket, and whether the kubelet took its registration."""
+
+    def __init__(self, plugin: ResourcePlugin, kubelet_dir: str) -> None:
+        self.plugin = plugin
+        self.socket = os.path.join(kubelet_dir, f"gpuhook-{plugin.vendor.NAME}.sock")
+        self.server: grpc.Server | None = None
+        self.registered = False
+
+    def serve(self) -> None:
+        """(Re)bind the socket and start serving. Creates the socket file."""
+        self.close()
+        if os.path.lexists(self.socket):
+            os.unlink(self.socket)
+        server = grpc.server(_executor(), options=[("grpc.so_reuseport", 0)])
+        deviceplugin_pb2_grpc.add_DevicePluginServicer_to_server(self.plugin, server)
+        server.add_insecure_port(f"unix://{self.socket}")
+        server.start()
+        self.server, self.registered = server, False
+
+    def close(self) -> None:
+        """Stop serving and remove the socket."""
+        if self.server is not None:
+            self.server.stop(grace=0.5).wait(2)
+            self.server = None
+        if os.path.exists(self.socket):
+            os.unlink(self.socket)
+
+
+def run(config: Config, kubelet_dir: str) -> int:
+    """Serve until SIGTERM/SIGINT; returns the exit status. Reads the host, writes sockets and records."""
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    root = Root(config.host_root)
+    inventory = discover(root)
+    served = [_Served(ResourcePlugin(get(inv.vendor), config, say), kubelet_dir) for inv in inventory.vendors]
+    if not served:
+        say(f"no GPU driver is loaded on this host (root {config.host_root}): nothing to advertise; waiting")
+    kubelet_sock = os.path.join(kubelet_dir, constants.KUBELET_SOCKET_NAME)
+    kubelet_seen: tuple[int, int] | None = None
+    numa: dict[str, int] = {}
+    last_expire = 0.0
+    try:
+        while not stop.is_set():
+            inventory = discover(root)
+            for s in served:
+                inv = inventory.vendor(s.plugin.vendor.NAME)
+                for g in inv.gpus if inv else ():
+                    if g.pci not in numa:
+                        numa[g.pci] = numa_node(root, g.pci)
+                if s.plugin.update(advertise(inv, config.kubernetes.replicas, numa, s.plugin.devices)):
+                    bad = [f"{d.id} ({d.why})" for d in s.plugin.devices if not d.healthy]
+                    say(f"{s.plugin.resource}: {len(s.plugin.devices)} devices"
+                        + (f", unhealthy: {', '.join(bad)}" if bad else ", all healthy"))
+            now_seen = _identity(kubelet_sock)
+            for s in served:
+                if s.server is None or now_seen != kubelet_seen or not os.path.exists(s.socket):
+                    s.serve()
+                if not s.registered and now_seen is not None:
+                    s.registered = _register(kubelet_sock, s, config)
+            kubelet_seen = now_seen
+            if time.monotonic() - last_expire > _EXPIRE_EVERY:
+                for gone in allocations.expire(config.state_dir, time.time()):
+                    say(f"allocation {gone} expired unclaimed")
+                last_expire = time.monotonic()
+            stop.wait(config.kubernetes.health_interval)
+    finally:
+        for s in served:
+            s.plugin.stop()
+            s.close()
+        say("stopped")
+    return 0
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """What tells a recreated kubelet socket from the old one (inode, change time), None while absent."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_ctime_ns
+
+
+def _register(kubelet_sock: str, s: _Served, config: Config) -> bool:
+    """Register the plugin's resource with the kubelet; whether it took it (else the loop tries again)."""
+    request = pb.RegisterRequest(version=constants.VERSION, endpoint=os.path.basename(s.socket),
+                                 resource_name=s.plugin.resource,
+                                 options=pb.DevicePluginOptions(get_preferred_allocation_available=True))
+    try:
+        with grpc.insecure_channel(f"unix://{kubelet_sock}") as channel:
+            deviceplugin_pb2_grpc.RegistrationStub(channel).Register(request, timeout=_REGISTER_TIMEOUT)
+    except grpc.RpcError as e:
+        say(f"{s.plugin.resource}: the kubelet at {kubelet_sock} refused the registration "
+            f"({e.code().name}: {e.details()}); trying again")
+        return False
+    say(f"{s.plugin.resource}: registered with the kubelet as {os.path.basename(s.socket)} "
+        f"(replicas {config.kubernetes.replicas})")
+    return True
+
+
+def _executor() -> object:
+    from concurrent.futures import ThreadPoolExecutor
+
+    return ThreadPoolExecutor(max_workers=4, thread_name_prefix="device-plugin")

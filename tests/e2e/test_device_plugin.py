@@ -1,0 +1,134 @@
+"""The real `gpuhook device-plugin` process against a kubelet played over the device plugin API: registration,
+ListAndWatch with health, preferred allocation, Allocate's records, kubelet restarts and SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from gpuhook.apply import allocations
+from gpuhook.testing.kubelet import FakeKubelet, PluginClient
+from gpuhook.testing.simulate import HostSpec, build_host
+
+from . import conftest
+
+
+@dataclass
+class Node:
+    host: str
+    state: str
+    kubelet: FakeKubelet
+    plugin: subprocess.Popen[str]
+    log: Path
+
+
+def _start(tmp: Path, spec: HostSpec, extra: str = "") -> Node:
+    host = build_host(str(tmp / "host"), spec)
+    config = tmp / "gpuhook.toml"
+    config.write_text(f'host_root = "{host}"\nstate_dir = "{tmp}/state"\n[kubernetes]\nhealth_interval = 0.5\n'
+                      + extra)
+    kubelet = FakeKubelet(str(tmp / "device-plugins")).start()
+    log = tmp / "plugin.log"
+    plugin = subprocess.Popen([conftest.GPUHOOK, "device-plugin", "--kubelet-dir", kubelet.directory],
+                              env={**os.environ, "GPUHOOK_CONFIG": str(config)}, stdout=subprocess.DEVNULL,
+                              stderr=open(log, "w"), text=True)  # noqa: SIM115 (the process owns it)
+    return Node(host, f"{tmp}/state", kubelet, plugin, log)
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Iterator[Node]:
+    n = _start(tmp_path, HostSpec(nvidia=2, amd=2, numa_nodes=2), "replicas = 2\n")
+    yield n
+    if n.plugin.poll() is None:
+        n.plugin.kill()
+        n.plugin.wait(5)
+    n.kubelet.stop()
+
+
+def _client(node: Node, resource: str, count: int = 1) -> PluginClient:
+    registration = node.kubelet.wait_registered(resource, count, timeout=20)
+    return node.kubelet.plugin(registration).watch()
+
+
+def test_both_vendors_register_with_shares_numa_and_health(node: Node) -> None:
+    for resource, endpoint in (("nvidia.com/gpu", "gpuhook-nvidia.sock"), ("amd.com/gpu", "gpuhook-amd.sock")):
+        reg = node.kubelet.wait_registered(resource, timeout=20)
+        assert (reg.version, reg.endpoint, reg.options.get_preferred_allocation_available) == ("v1beta1", endpoint,
+                                                                                                True)
+    nvidia = _client(node, "nvidia.com/gpu")
+    devices = nvidia.wait_for(lambda d: len(d) == 4)
+    assert set(devices.values()) == {"Healthy"}
+    uuids = sorted({i.split("::")[0] for i in devices})
+    assert sorted(devices) == [f"{u}::{n}" for u in uuids for n in (0, 1)]  # 2 GPUs x 2 shares
+    assert {i: nvidia.topology[i] for i in devices} == {f"{u}::{n}": [k] for k, u in enumerate(uuids) for n in (0, 1)}
+    nvidia.close()
+
+
+def test_a_missing_device_node_turns_its_gpu_unhealthy_within_two_seconds_and_back(node: Node) -> None:
+    amd = _client(node, "amd.com/gpu")
+    amd.wait_for(lambda d: len(d) == 4 and set(d.values()) == {"Healthy"})
+    render = Path(node.host, "dev/dri/renderD129")
+    hidden = render.with_name("renderD129.away")
+    render.rename(hidden)
+    t0 = time.monotonic()
+    devices = amd.wait_for(lambda d: "Unhealthy" in d.values(), timeout=5)
+    took = time.monotonic() - t0
+    sick = sorted(i for i, h in devices.items() if h == "Unhealthy")
+    assert len(sick) == 2 and sick[0].split("::")[0] == sick[1].split("::")[0]  # both shares of GPU 1
+    assert took <= 2.0, f"the stream took {took:.2f} s to say so"
+    hidden.rename(render)
+    amd.wait_for(lambda d: set(d.values()) == {"Healthy"}, timeout=5)
+    amd.close()
+
+
+def test_preferred_allocation_keeps_one_numa_node_and_allocate_writes_records(node: Node) -> None:
+    nvidia = _client(node, "nvidia.com/gpu")
+    ids = sorted(nvidia.wait_for(lambda d: len(d) == 4))
+    gpu0, gpu1 = ids[0].split("::")[0], ids[2].split("::")[0]
+    # One share of GPU 0 is taken: a pod asking two shares gets both of GPU 1's (one NUMA node, least used).
+    assert sorted(nvidia.preferred(ids[1:], 2)) == [f"{gpu1}::0", f"{gpu1}::1"]
+    assert nvidia.preferred(ids, 1, must=[ids[3]]) == [ids[3]]
+    answer = nvidia.allocate([ids[0]], [ids[2], ids[3]])
+    first, second = (r.annotations["gpuhook.dev/allocation"] for r in answer.container_responses)
+    rec = allocations.load(node.state, second)
+    assert rec is not None and (rec.gpus, rec.shared, rec.resource) == ((gpu1,), True, "nvidia.com/gpu")
+    assert allocations.load(node.state, first).gpus == (gpu0,)  # type: ignore[union-attr]
+    again = nvidia.allocate([ids[0]]).container_responses[0].annotations["gpuhook.dev/allocation"]
+    assert allocations.load(node.state, first) is None  # the kubelet gave the share anew: superseded
+    assert allocations.load(node.state, again) is not None
+    nvidia.close()
+
+
+def test_the_plugin_registers_again_when_the_kubelet_restarts_and_stops_cleanly(node: Node) -> None:
+    nvidia = _client(node, "nvidia.com/gpu")
+    nvidia.wait_for(lambda d: len(d) == 4)
+    node.kubelet.restart()  # kubelet.sock recreated, the plugins' sockets removed
+    again = _client(node, "nvidia.com/gpu", count=2)
+    assert len(again.wait_for(lambda d: len(d) == 4)) == 4  # its new socket serves
+    node.kubelet.wait_registered("amd.com/gpu", 2, timeout=20)
+    node.plugin.send_signal(signal.SIGTERM)
+    assert node.plugin.wait(10) == 0, node.log.read_text()
+    assert sorted(os.listdir(node.kubelet.directory)) == ["kubelet.sock"]  # its sockets are gone
+    nvidia.close()
+    again.close()
+
+
+def test_a_host_without_gpus_waits_and_stops_cleanly(tmp_path: Path) -> None:
+    n = _start(tmp_path, HostSpec())
+    try:
+        deadline = time.monotonic() + 20
+        while "nothing to advertise" not in n.log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert "nothing to advertise" in n.log.read_text()
+        n.plugin.send_signal(signal.SIGTERM)
+        assert n.plugin.wait(10) == 0
+        assert not n.kubelet.registrations
+    finally:
+        n.kubelet.stop()
