@@ -5,6 +5,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
+import pytest
 import yaml
 
 from gpuhook.engines.containerd import edit
@@ -19,23 +20,59 @@ def _load(name: str) -> dict:  # type: ignore[type-arg]
     return loaded
 
 
+def _all(name: str) -> list[dict]:  # type: ignore[type-arg]
+    return [d for d in yaml.safe_load_all((K8S / name).read_text()) if d]
+
+
 def test_runtimeclass_names_the_handler_configure_registers() -> None:
     rc = _load("runtimeclass.yaml")
+    assert rc["scheduling"]["nodeSelector"] == {"gpuhook.dev/gpu-node": "true"}
     assert (rc["kind"], rc["metadata"]["name"], rc["handler"]) == ("RuntimeClass", "gpuhook", "gpuhook")
     toml = tomllib.loads(edit("version = 2\n", Wanted("/usr/local/bin/gpuhook-runtime", "/g", "/c")))
     assert rc["handler"] in toml["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]
 
 
-def test_example_pod_uses_the_runtimeclass_and_valid_annotations() -> None:
-    pod = _load("example-pod.yaml")
-    assert pod["spec"]["runtimeClassName"] == "gpuhook"
-    request = parse_request(pod["metadata"]["annotations"], {})
-    assert request.wants_gpus and request.tuning.clocks == (1500, 1500)
+@pytest.mark.parametrize("name", ["example-pod.yaml", "example-amd-pod.yaml", "mixed-cluster.yaml"])
+def test_example_pods_ask_the_kubelet_and_pass_the_cluster_policy(name: str) -> None:
+    """Every example pod asks for GPUs through resources.limits, on the gpuhook RuntimeClass, and its
+    annotations are ones a pod author may set under requests = "allocated" (tuning, never GPUs)."""
+    from gpuhook.config import from_table
+    from gpuhook.plan.authority import authorize
+
+    config = from_table(tomllib.loads(_configmap()), "/etc/gpuhook/config.toml")
+    assert config.policy.requests == "allocated"
+    for pod in _all(name):
+        assert pod["spec"]["runtimeClassName"] == "gpuhook"
+        limits = [c["resources"]["limits"] for c in pod["spec"]["containers"]]
+        assert all(set(lim) & {"nvidia.com/gpu", "amd.com/gpu"} for lim in limits), pod["metadata"]["name"]
+        request = parse_request(pod["metadata"].get("annotations") or {}, {})
+        assert not request.selections
+        authorize(request, _alloc(), config)  # tuning on the allocated GPUs passes
 
 
-def test_daemonset_installs_and_configures_containerd() -> None:
-    ds = _load("daemonset.yaml")
-    assert ds["kind"] == "DaemonSet"
-    script = ds["spec"]["template"]["spec"]["containers"][0]["args"][0]
+def _alloc():  # type: ignore[no-untyped-def]
+    from gpuhook.apply.allocations import Allocation
+
+    return Allocation("0" * 32, "nvidia.com/gpu", "nvidia", ("GPU-1",), ("GPU-1",), False, 0.0, 1.0)
+
+
+def _configmap() -> str:
+    cm = next(d for d in _all("daemonset.yaml") if d["kind"] == "ConfigMap")
+    text: str = cm["data"]["config.toml"]
+    return text
+
+
+def test_the_cluster_config_is_valid() -> None:
+    from gpuhook.config import from_table
+
+    from_table(tomllib.loads(_configmap()), "/etc/gpuhook/config.toml")  # validates against the schema
+
+
+def test_daemonset_installs_configures_containerd_and_runs_the_device_plugin() -> None:
+    ds = next(d for d in _all("daemonset.yaml") if d["kind"] == "DaemonSet")
+    pod = ds["spec"]["template"]["spec"]
+    script = pod["initContainers"][0]["args"][0]
     assert "install.sh --configure containerd" in script and "systemctl restart containerd" in script
-    assert "gpuhook labels" in script
+    assert "gpuhook labels" in script and "/host/etc/gpuhook/config.toml" in script
+    plugin = pod["containers"][0]["command"]
+    assert plugin[-2:] == ["/usr/local/bin/gpuhook", "device-plugin"] and pod["hostPID"] is True

@@ -1,5 +1,12 @@
-"""containerd's config.toml (version 2 or 3): a gpuhook runtime (runc v2 shim, BinaryName = gpuhook-runtime,
-pod_annotations gpuhook.dev/*), edited with tomlkit so that comments and unrelated settings stay."""
+"""containerd's config.toml (version 2 or 3): a gpuhook runtime (runc v2 shim, BinaryName = gpuhook-runtime),
+edited with tomlkit so that comments and unrelated settings stay.
+
+Which annotations reach the runtime is the kubelet's authority made concrete: `container_annotations` passes
+the allocation key, which only the device plugin's Allocate answer carries (the kubelet puts it on the
+container); `pod_annotations` passes every other gpuhook.dev/ key by name (a pod author's GPU request reaches
+gpuhook and is refused with how to ask, tuning requests reach it too) but never the allocation key, so no pod
+annotation can pose as an allocation. CDI is turned on where containerd has it (1.7 and later).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,7 @@ from typing import Any
 
 from gpuhook.engines.registration import Wanted
 from gpuhook.errors import EngineConfigError
+from gpuhook.request.container import ALLOCATION, PREFIX, pod_keys
 
 CRI = {2: "io.containerd.grpc.v1.cri", 3: "io.containerd.cri.v1.runtime"}
 
@@ -28,14 +36,29 @@ def edit(old: str, wanted: Wanted) -> str:
     containerd = _table(_table(_table(doc, "plugins"), CRI[version]), "containerd")
     runtime = tomlkit.table()
     runtime["runtime_type"] = "io.containerd.runc.v2"
-    runtime["pod_annotations"] = ["gpuhook.dev/*"]
+    runtime["pod_annotations"] = [PREFIX + k for k in pod_keys()]
+    runtime["container_annotations"] = [PREFIX + ALLOCATION]
     options = tomlkit.table()
     options["BinaryName"] = wanted.shim
     runtime["options"] = options
     _table(containerd, "runtimes")["gpuhook"] = runtime
     if wanted.set_default:
         containerd["default_runtime_name"] = "gpuhook"
+    if wanted.cdi and version == 2:  # containerd 2 (config version 3) has CDI on by default
+        cri = doc["plugins"][CRI[version]]
+        cri["enable_cdi"] = True
+        if "cdi_spec_dirs" not in cri:
+            cri["cdi_spec_dirs"] = ["/etc/cdi", "/var/run/cdi"]
     return tomlkit.dumps(doc)
+
+
+def supports_cdi(version_output: str) -> bool:
+    """Whether `containerd --version` names a release with CDI (1.7 or later)."""
+    for word in version_output.split():
+        parts = word.lstrip("v").split("~")[0].split(".")
+        if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
+            return (int(parts[0]), int(parts[1])) >= (1, 7)
+    return False
 
 
 def _table(parent: Any, key: str) -> Any:

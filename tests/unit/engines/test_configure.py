@@ -77,10 +77,46 @@ def test_containerd_keeps_comments_and_settings(tmp_path: Path, text: str, table
         if "default_runtime_name" not in line:
             assert line in new  # every original line, comments included, is still there
     cri = tomllib.loads(new)["plugins"][table]["containerd"]
-    assert cri["runtimes"]["gpuhook"] == {"runtime_type": "io.containerd.runc.v2",
-                                          "pod_annotations": ["gpuhook.dev/*"],
-                                          "options": {"BinaryName": "/usr/local/bin/gpuhook-runtime"}}
+    runtime = cri["runtimes"]["gpuhook"]
+    assert runtime["container_annotations"] == ["gpuhook.dev/allocation"]
+    assert "gpuhook.dev/gpus" in runtime["pod_annotations"] and "gpuhook.dev/clocks" in runtime["pod_annotations"]
+    assert {k: v for k, v in runtime.items() if not k.endswith("_annotations")} == {
+        "runtime_type": "io.containerd.runc.v2", "options": {"BinaryName": "/usr/local/bin/gpuhook-runtime"}}
     assert cri["default_runtime_name"] == "gpuhook"
+
+
+def test_containerd_pod_annotations_are_every_key_but_the_allocation() -> None:
+    """A pod annotation never poses as the device plugin's allocation: containerd's filter is the gate (a
+    wildcard would let gpuhook.dev/allocation through from the pod)."""
+    import tomllib
+
+    from gpuhook.engines.containerd import edit
+    from gpuhook.request.container import parse_request
+
+    runtime = tomllib.loads(edit("version = 2\n", W))["plugins"]["io.containerd.grpc.v1.cri"]["containerd"][
+        "runtimes"]["gpuhook"]
+    pod = runtime["pod_annotations"]
+    assert "gpuhook.dev/allocation" not in pod and not any("*" in k for k in pod)
+    for key in pod:  # every key named is one the request parser knows (an unknown one is refused)
+        try:
+            parse_request({key: "x"}, {})
+        except Exception as e:
+            assert "unknown annotation" not in str(e), key
+
+
+@pytest.mark.parametrize(("output", "cdi"), [
+    ("containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1", False),
+    ("containerd containerd.io 1.7.13 7c3aca7", True),
+    ("containerd github.com/containerd/containerd/v2 v2.0.2 c507a0", True),
+    ("garbage", False)], ids=["1.6", "1.7", "2.0", "garbage"])
+def test_cdi_is_turned_on_from_containerd_1_7(output: str, cdi: bool) -> None:
+    import tomllib
+
+    from gpuhook.engines.containerd import edit, supports_cdi
+
+    assert supports_cdi(output) is cdi
+    toml = tomllib.loads(edit("version = 2\n", Wanted(W.shim, W.gpuhook, W.config, cdi=cdi)))
+    assert toml["plugins"]["io.containerd.grpc.v1.cri"].get("enable_cdi", False) is cdi
 
 
 def test_containerd_v1_is_refused_with_the_way_out(tmp_path: Path) -> None:
@@ -97,7 +133,9 @@ def test_crio_drop_in_and_podman_hook(tmp_path: Path) -> None:
     crio, hook = tmp_path / "crio.conf.d/99-gpuhook.toml", tmp_path / "hooks.d/gpuhook.json"
     configure("crio", str(crio), W)
     runtime = tomllib.loads(crio.read_text())["crio"]["runtime"]["runtimes"]["gpuhook"]
-    assert runtime == {"runtime_path": W.shim, "runtime_type": "oci", "allowed_annotations": ["gpuhook.dev/"]}
+    assert {k: v for k, v in runtime.items() if k != "allowed_annotations"} == {"runtime_path": W.shim,
+                                                                             "runtime_type": "oci"}
+    assert "gpuhook.dev/allocation" in runtime["allowed_annotations"]
     configure("podman", str(hook), W)
     shipped = json.loads((Path(__file__).parents[3] / "runtime-config/hooks.d/gpuhook.json").read_text())
     assert json.loads(hook.read_text()) == shipped  # the same file as shipped, for the installed paths
