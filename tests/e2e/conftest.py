@@ -118,3 +118,13 @@ def run_container(tmp_path: Path, base_rootfs: str) -> Run:
 def spec_of(result: Result) -> dict[str, Any]:
     loaded: dict[str, Any] = json.loads(result.spec_after)
     return loaded
+
+
+@pytest.fixture(scope="module")
+def cri_containerd(tmp_path_factory: pytest.TempPathFactory, base_rootfs: str) -> Any:
+    """A private containerd with its CRI plugin, handlers `runc` and `gpuhook` (as `gpuhook configure containerd`
+    registers it) on a simulated 2 NVIDIA + 2 AMD host; yields a tests/e2e/cri_env.CriEnv."""
+    from .cri_env import start
+
+    with start(tmp_path_factory.mktemp("cri"), base_rootfs, SHIM, GPUHOOK) as env:
+        yield env

@@ -1,0 +1,408 @@
+"""A throwaway containerd with its CRI plugin, driven over CRI gRPC as a kubelet would: pods on the `runc`
+handler and on `gpuhook`, the latter registered by the project's own `gpuhook configure containerd` code
+(gpuhook.engines.containerd.edit), on a simulated host (2 NVIDIA + 2 AMD GPUs).
+
+Everything is private to one directory: containerd's root, state, sockets, config, log, the images (a static
+`pause` built here and the tests' busybox rootfs), pod logs, gpuhook's config and state. `start()` is a
+context manager; it yields a CriEnv and leaves no sandbox, shim process or mount behind."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from gpuhook.engines import containerd as containerd_engine
+from gpuhook.engines.registration import Wanted
+from gpuhook.testing import oci_image
+from gpuhook.testing.cri_client import CriClient, CriDevice, CriMount, log_output, rpc_error_details
+from gpuhook.testing.simulate import HostSpec, build_host
+
+NAMESPACE = "k8s.io"  # the containerd namespace the CRI plugin works in
+PAUSE_IMAGE = "gpuhook.test/pause:1"
+BASE_IMAGE = "gpuhook.test/base:1"
+TASKS = "io.containerd.runtime.v2.task"  # where bundles live under containerd's state dir
+RUNC_ROOT = f"/run/containerd/runc/{NAMESPACE}"  # the runc v2 shim's default runc --root for the namespace
+
+PAUSE_C = r"""
+#include <signal.h>
+#include <stddef.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static void quit(int sig) { (void)sig; _exit(0); }
+static void reap(int sig) { (void)sig; while (waitpid(-1, NULL, WNOHANG) > 0) {} }
+
+int main(void) {
+    struct sigaction sa = {0};
+    sa.sa_handler = quit;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sa.sa_handler = reap;
+    sa.sa_flags = SA_NOCLDSTOP | SA_RESTART;
+    sigaction(SIGCHLD, &sa, NULL);
+    for (;;)
+        pause();
+}
+"""
+
+
+class CriError(AssertionError):
+    """A CRI call or a pod failed; the message carries containerd's log tail."""
+
+
+@dataclass
+class PodRun:
+    """What run_to_completion saw: the ids, the container's exit code, output and status, and the OCI specs."""
+
+    sandbox_id: str
+    container_id: str
+    exit_code: int
+    output: str
+    status: Any  # cri_pb2.ContainerStatus
+    log_path: str  # the container's CRI log file
+    sandbox_spec: dict[str, Any] = field(default_factory=dict)
+    container_spec: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CriEnv:
+    """A running containerd with the CRI plugin: the client, its socket, the images, gpuhook's config."""
+
+    client: CriClient
+    socket: str  # containerd's gRPC socket (CRI and containerd's own API), for `ctr -a`
+    pause_image: str
+    image: str  # the busybox workload image (tests' base_rootfs)
+    gpuhook_config: str  # GPUHOOK_CONFIG of containerd (and so of the shims and gpuhook-runtime)
+    host_root: str  # the simulated host gpuhook sees
+    log: str  # containerd's stdout and stderr
+    gpuhook_log: str  # gpuhook's log_file
+    dir: Path  # everything else lives under it
+    root: str  # containerd's root
+    state: str  # containerd's state
+    pod_logs: Path  # pods' log_directory go under it
+    config_text: str  # containerd's config.toml as rendered (with the gpuhook runtime)
+    cgroup_parent: str  # the pods' cgroup parent (cgroupfs path), removed at teardown
+
+    def log_tail(self, lines: int = 60) -> str:
+        """The last lines of containerd's log (and gpuhook's), for assertion messages."""
+        parts = []
+        for title, path in (("containerd", self.log), ("gpuhook", self.gpuhook_log)):
+            with contextlib.suppress(OSError):
+                text = Path(path).read_text(errors="replace").splitlines()[-lines:]
+                parts.append(f"--- {title} log ({path}) ---\n" + "\n".join(text))
+        return "\n".join(parts)
+
+    def fail(self, what: str, error: BaseException | None = None) -> CriError:
+        """A CriError for `what` (with the RPC's details) and the logs' tails."""
+        detail = f": {rpc_error_details(error)}" if error is not None else ""
+        return CriError(f"{what}{detail}\n{self.log_tail()}")
+
+    def bundle_spec(self, container_id: str) -> dict[str, Any]:
+        """The OCI config.json in the container's bundle (as gpuhook-runtime left it), while its task exists."""
+        path = Path(self.state) / TASKS / NAMESPACE / container_id / "config.json"
+        loaded: dict[str, Any] = json.loads(path.read_text())
+        return loaded
+
+    def run_to_completion(self, script: str, handler: str = "runc", pod_annotations: Mapping[str, str] | None = None,
+                          annotations: Mapping[str, str] | None = None, envs: Mapping[str, str] | None = None,
+                          image: str | None = None, name: str | None = None, timeout: float = 30.0,
+                          keep_specs: bool = False, command: Sequence[str] | None = None,
+                          devices: Sequence[CriDevice] = (), mounts: Sequence[CriMount] = ()) -> PodRun:
+        """A pod on `handler` with one container running `sh -c script` until it exits; the pod is removed
+        after. keep_specs: the script should `sleep` a little at its end, so the bundles' config.json can be read
+        while the container runs (both read from the bundles, as gpuhook-runtime left them)."""
+        name = name or f"pod-{uuid.uuid4().hex[:8]}"
+        log_dir = self.pod_logs / name
+        log_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            sandbox_id, config = self.client.run_pod(name, handler, uid=uuid.uuid4().hex, annotations=pod_annotations,
+                                                     log_dir=str(log_dir), cgroup_parent=self.cgroup_parent)
+        except grpc.RpcError as e:
+            raise self.fail(f"RunPodSandbox {name} on handler {handler!r}", e) from e
+        try:
+            try:
+                cid = self.client.create_container(sandbox_id, config, "work", image or self.image,
+                                                   command=list(command or ["sh", "-c", script]), envs=envs,
+                                                   annotations=annotations, log_path="work.log",
+                                                   devices=devices, mounts=mounts)
+                self.client.start_container(cid)
+            except grpc.RpcError as e:
+                raise self.fail(f"CreateContainer/StartContainer in {name} on handler {handler!r}", e) from e
+            sandbox_spec: dict[str, Any] = {}
+            container_spec: dict[str, Any] = {}
+            if keep_specs:
+                sandbox_spec = self.bundle_spec(sandbox_id)
+                with contextlib.suppress(OSError):
+                    container_spec = self.bundle_spec(cid)
+            try:
+                status = self.client.wait_exited(cid, timeout)
+            except (grpc.RpcError, TimeoutError) as e:
+                raise self.fail(f"container of {name} did not finish", e) from e
+            log_path = str(log_dir / "work.log")
+            return PodRun(sandbox_id, cid, status.exit_code, log_output(log_path), status, log_path, sandbox_spec,
+                          container_spec)
+        finally:
+            self.remove_pod(sandbox_id)
+
+    def remove_pod(self, sandbox_id: str) -> None:
+        """StopPodSandbox + RemovePodSandbox."""
+        try:
+            self.client.stop_pod_sandbox(sandbox_id)
+            self.client.remove_pod_sandbox(sandbox_id)
+        except grpc.RpcError as e:
+            raise self.fail(f"removing sandbox {sandbox_id}", e) from e
+
+
+def build_pause(rootfs: Path) -> None:
+    """/pause, a static C binary that waits for SIGTERM/SIGINT (exits 0) and reaps children."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        raise RuntimeError("the CRI e2e tests need a C compiler (apt-get install gcc libc6-dev)")
+    rootfs.mkdir(parents=True, exist_ok=True)
+    source = rootfs.parent / "pause.c"
+    source.write_text(PAUSE_C)
+    subprocess.run([cc, "-static", "-O2", "-o", str(rootfs / "pause"), str(source)], check=True,
+                   capture_output=True, timeout=60)
+    for d in ("dev", "proc", "sys", "etc"):
+        (rootfs / d).mkdir(exist_ok=True)
+
+
+def base_config(d: Path, socket: str, cni: Path) -> str:
+    """containerd's config.toml (version 2) before gpuhook registers itself: private root/state/socket, CRI on
+    the native snapshotter with our pause image, a `runc` runtime, no AppArmor, no CNI config (host network),
+    oom_score_adj no lower than containerd's own (a sandbox's -998 needs CAP_SYS_RESOURCE, which a CI container
+    may lack)."""
+    cri = 'plugins."io.containerd.grpc.v1.cri"'
+    return f"""version = 2
+root = "{d}/root"
+state = "{d}/state"
+oom_score = 0
+
+[grpc]
+  address = "{socket}"
+
+[ttrpc]
+  address = "{socket}.ttrpc"
+
+[debug]
+  level = "info"
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{d}/opt"
+
+[{cri}]
+  sandbox_image = "{PAUSE_IMAGE}"
+  disable_apparmor = true
+  enable_selinux = false
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  enable_tls_streaming = false
+  max_container_log_line_size = 16384
+  restrict_oom_score_adj = true
+
+[{cri}.cni]
+  bin_dir = "{cni}/bin"
+  conf_dir = "{cni}/conf"
+
+[{cri}.containerd]
+  snapshotter = "native"
+  default_runtime_name = "runc"
+  disable_snapshot_annotations = true
+
+[{cri}.containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+"""
+
+
+def _mounts_under(prefix: str) -> list[str]:
+    """Mount points at or under `prefix`, deepest first."""
+    found = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            point = line.split()[4].encode().decode("unicode_escape")
+            if point == prefix or point.startswith(prefix.rstrip("/") + "/"):
+                found.append(point)
+    return sorted(set(found), key=len, reverse=True)
+
+
+def _shims_of(socket: str) -> list[int]:
+    """Pids of containerd-shim processes started for this containerd (its -address on their command line)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and b"containerd-shim" in argv[0] and socket.encode() in argv:
+            pids.append(int(entry))
+    return pids
+
+
+def _cgroup_dirs(parent: str) -> list[Path]:
+    """The cgroup `parent` in every hierarchy that has it (v1: one per controller; v2: one)."""
+    base = Path("/sys/fs/cgroup")
+    tops = [base / parent.lstrip("/")] + [h / parent.lstrip("/") for h in base.iterdir() if h.is_dir()]
+    return [top for top in tops if top.is_dir()]
+
+
+def _cgroup_pids(parent: str) -> list[int]:
+    """Processes in the cgroup `parent` or under it, in any hierarchy."""
+    pids: set[int] = set()
+    for top in _cgroup_dirs(parent):
+        for procs in top.rglob("cgroup.procs"):
+            with contextlib.suppress(OSError):
+                pids.update(int(p) for p in procs.read_text().split())
+    return sorted(pids)
+
+
+def _remove_cgroups(parent: str) -> list[Path]:
+    """rmdir the cgroup `parent` (and what runc left under it) in every hierarchy, v1 or v2; those still there."""
+    tops = _cgroup_dirs(parent)
+    for top in tops:
+        for dirpath, _, _ in sorted(os.walk(top), key=lambda w: len(w[0]), reverse=True):
+            with contextlib.suppress(OSError):
+                os.rmdir(dirpath)
+    return [top for top in tops if top.is_dir()]
+
+
+def _alive(pid: int) -> bool:
+    """The process exists and is not a zombie (those wait for whoever reaps orphans)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _wait_gone(pids: list[int], timeout: float) -> list[int]:
+    """Those of `pids` still alive after up to `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    pids = [p for p in pids if _alive(p)]
+    while pids and time.monotonic() < deadline:
+        time.sleep(0.05)
+        pids = [p for p in pids if _alive(p)]
+    return pids
+
+
+def _ctr(socket: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ctr", "-a", socket, "-n", NAMESPACE, *args], capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+@contextlib.contextmanager
+def start(d: Path, base_rootfs: str, shim: str, gpuhook: str, host_spec: HostSpec | None = None,
+          ready_timeout: float = 30.0, gpuhook_extra: str = "") -> Iterator[CriEnv]:
+    """containerd with CRI in `d`, the gpuhook runtime registered for `shim` (gpuhook-runtime) and `gpuhook`
+    (the hook binary), both images imported; yields a CriEnv; stops everything on the way out."""
+    d.mkdir(parents=True, exist_ok=True)
+    socket = str(d / "containerd.sock")
+    cni = d / "cni"
+    for sub in ("bin", "conf"):
+        (cni / sub).mkdir(parents=True, exist_ok=True)
+    host_root = build_host(str(d / "host"), host_spec or HostSpec(nvidia=2, amd=2))
+    gpuhook_config = d / "gpuhook.toml"
+    gpuhook_log = d / "gpuhook.log"
+    gpuhook_config.write_text(f'host_root = "{host_root}"\nstate_dir = "{d}/gpuhook-state"\n'
+                              f'log_file = "{gpuhook_log}"\n' + gpuhook_extra)
+    text = containerd_engine.edit(base_config(d, socket, cni),
+                                  Wanted(shim=shim, gpuhook=gpuhook, config=str(gpuhook_config)))
+    (d / "containerd.toml").write_text(text)
+
+    images = d / "images"
+    build_pause(images / "pause-rootfs")
+    oci_image.write_archive(str(images / "pause-rootfs"), str(images / "pause.tar"), PAUSE_IMAGE,
+                            entrypoint=["/pause"])
+    oci_image.write_archive(base_rootfs, str(images / "base.tar"), BASE_IMAGE, cmd=["sh"])
+
+    log_path = d / "containerd.log"
+    env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), "GPUHOOK_CONFIG": str(gpuhook_config)}
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(["containerd", "--config", str(d / "containerd.toml")], env=env, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    client = CriClient(socket)
+    cri_env = CriEnv(client, socket, PAUSE_IMAGE, BASE_IMAGE, str(gpuhook_config), host_root, str(log_path),
+                     str(gpuhook_log), d, str(d / "root"), str(d / "state"), d / "pods", text,
+                     f"/gpuhook-e2e-{uuid.uuid4().hex[:8]}")
+    try:
+        try:
+            client.wait_ready(ready_timeout, alive=lambda: proc.poll() is None)
+        except grpc.RpcError as e:
+            state = "runs" if proc.poll() is None else f"exited {proc.returncode}"
+            raise cri_env.fail(f"containerd's CRI did not answer Version within {ready_timeout}s (containerd {state})",
+                               e) from e
+        for tar in ("pause.tar", "base.tar"):
+            r = _ctr(socket, "images", "import", "--snapshotter", "native", str(images / tar))
+            if r.returncode != 0:
+                raise cri_env.fail(f"ctr images import {tar}: {r.stdout}{r.stderr}")
+        listed = _ctr(socket, "images", "ls", "-q").stdout.split()
+        missing = [i for i in (PAUSE_IMAGE, BASE_IMAGE) if i not in listed]
+        if missing:
+            raise cri_env.fail(f"images {missing} not in containerd after import (it lists {listed})")
+        yield cri_env
+    finally:
+        _teardown(cri_env, proc)
+
+
+def _teardown(env: CriEnv, proc: subprocess.Popen[bytes]) -> None:
+    problems = []
+    if proc.poll() is None:
+        try:
+            for sandbox in env.client.list_pod_sandboxes(timeout=10):
+                try:
+                    env.client.stop_pod_sandbox(sandbox.id, timeout=30)
+                    env.client.remove_pod_sandbox(sandbox.id, timeout=30)
+                except grpc.RpcError as e:
+                    problems.append(f"sandbox {sandbox.id}: {rpc_error_details(e)}")
+        except grpc.RpcError as e:
+            problems.append(f"ListPodSandbox: {rpc_error_details(e)}")
+    env.client.close()
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+    shims = _wait_gone(_shims_of(env.socket), 3)
+    for pid in shims:  # a shim outlives containerd by design: a sandbox we could not remove
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    if _wait_gone(shims, 5):
+        problems.append(f"shims {shims} would not die")
+    if shims:  # their containers outlive them: delete those through runc, kill what is left in our cgroups
+        tasks = Path(env.state) / TASKS / NAMESPACE
+        for bundle in sorted(tasks.iterdir()) if tasks.is_dir() else []:
+            subprocess.run(["runc", "--root", RUNC_ROOT, "delete", "--force", bundle.name], capture_output=True,
+                           check=False, timeout=15)
+        stray = _cgroup_pids(env.cgroup_parent)
+        for pid in stray:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if _wait_gone(stray, 5):
+            problems.append(f"container processes {stray} would not die")
+    for point in _mounts_under(str(env.dir)):
+        subprocess.run(["umount", "-R", "-l", point], capture_output=True, check=False, timeout=30)
+    deadline = time.monotonic() + 5  # a killed container's cgroup empties a little after its processes die
+    while (left_cgroups := _remove_cgroups(env.cgroup_parent)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if left_cgroups:
+        problems.append(f"cgroups left: {left_cgroups}")
+    left = _mounts_under(str(env.dir))
+    if left:
+        problems.append(f"still mounted: {left}")
+    if problems:
+        raise RuntimeError("CRI containerd teardown: " + "; ".join(problems) + "\n" + env.log_tail(20))
