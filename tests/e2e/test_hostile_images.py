@@ -85,17 +85,22 @@ def test_an_image_version_file_that_is_not_a_small_file_never_hangs(mixed_host: 
     assert "/dev/kfd" in r.out  # the container starts; the image's ROCm is unknown, not guessed
 
 
-def _stuck(tmp_path: Path) -> Path:
+def _stuck(tmp_path: Path) -> tuple[Path, str]:
+    """An ldconfig that never ends, and its command line (unique to this test, so that pgrep finds only it)."""
+    import random
+
+    sleeper = f"sleep 120.{random.randrange(10**6):06d}"
     script = tmp_path / "stuck-ldconfig"
-    script.write_text("#!/bin/sh\nexec sleep 120\n")
+    script.write_text(f"#!/bin/sh\nexec {sleeper}\n")
     script.chmod(0o755)
-    return script
+    return script, sleeper
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_a_stuck_helper_is_killed_and_the_container_refused(mixed_host: str, run_container: Run, tmp_path: Path,
                                                              mode: str) -> None:
-    config = (f'host_root = "{mixed_host}"\nruntime = "runc"\nldconfig = "{_stuck(tmp_path)}"\n'
+    stuck, sleeper = _stuck(tmp_path)
+    config = (f'host_root = "{mixed_host}"\nruntime = "runc"\nldconfig = "{stuck}"\n'
               f'hook_timeout = 2\nstate_dir = "{tmp_path / "state"}"\n')
     start = time.monotonic()
     r = run_container(mixed_host, "true", NV, mode=mode, config=config)
@@ -103,7 +108,7 @@ def test_a_stuck_helper_is_killed_and_the_container_refused(mixed_host: str, run
     assert r.rc != 0
     state = subprocess.run(["runc", "state", r.cid], capture_output=True, text=True, check=False)
     assert state.returncode != 0  # nothing half-created is left behind
-    leftover = subprocess.run(["pgrep", "-f", "sleep 120"], capture_output=True, text=True, check=False)
+    leftover = subprocess.run(["pgrep", "-f", sleeper], capture_output=True, text=True, check=False)
     assert leftover.stdout.strip() == ""
 
 

@@ -41,7 +41,7 @@ def discover(root: Root) -> VendorInventory | None:
     node_ids = sorted((n for n in root.listdir(_NODES) if n.isdigit()), key=int)
     gpus: list[Gpu] = []
     for node_id in node_ids:
-        props = _properties(root, f"{_NODES}/{node_id}/properties")
+        props = kfd_properties(root, f"{_NODES}/{node_id}/properties")
         if props.get("simd_count", 0) <= 0:
             continue
         gpus.append(_gpu(root, len(gpus), node_id, props))
@@ -176,7 +176,8 @@ def _card_nodes(drm_dir: str) -> list[str]:
     return [f"/dev/dri/{e}" for e in entries if e.startswith("card") and e[4:].isdigit()]
 
 
-def _properties(root: Root, path: str) -> dict[str, int]:
+def kfd_properties(root: Root, path: str) -> dict[str, int]:
+    """A KFD properties file's `name value` lines, the integer ones ({} when it cannot be read)."""
     out: dict[str, int] = {}
     try:
         text = root.read_text(path)

@@ -15,6 +15,8 @@ gfx11 GC_11_0_0 (gfx1103 GC_11_0_1, gfx115x GC_11_5_0); gfx12 GC_12_0_0; anythin
 
 from __future__ import annotations
 
+from gpuhook.vendors.amd import kfd_properties
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from gpuhook.host.inventory import VendorInventory
@@ -46,7 +48,7 @@ def labels(inv: VendorInventory, root: Root, replicas: int) -> dict[str, str]:
     if not inv.gpus:
         return out
     props = _gpu_properties(root)
-    banks = [_properties(root, f"{_NODES}/{n}/mem_banks/0/properties") for n, _ in props]
+    banks = [kfd_properties(root, f"{_NODES}/{n}/mem_banks/0/properties") for n, _ in props]
     names = [_product_name(root, g.sysfs) for g in inv.gpus]
     out.update(labeller([p for _, p in props], banks, names, inv.driver_version or "", replicas))
     return out
@@ -100,7 +102,7 @@ def _counted(kind: str, values: list[str]) -> dict[str, str]:
 def _gpu_properties(root: Root) -> list[tuple[str, dict[str, int]]]:
     """(KFD node id, properties) of the GPU nodes (those with SIMDs), in node order: discovery's GPU order."""
     nodes = sorted((n for n in root.listdir(_NODES) if n.isdigit()), key=int)
-    found = [(n, _properties(root, f"{_NODES}/{n}/properties")) for n in nodes]
+    found = [(n, kfd_properties(root, f"{_NODES}/{n}/properties")) for n in nodes]
     return [(n, p) for n, p in found if p.get("simd_count", 0) > 0]
 
 
@@ -112,17 +114,3 @@ def _product_name(root: Root, sysfs: str) -> str:
         return root.read_text(f"{sysfs}/product_name").strip()
     except OSError:
         return ""
-
-
-def _properties(root: Root, path: str) -> dict[str, int]:
-    """A KFD properties file's `name value` lines, the integer ones."""
-    out: dict[str, int] = {}
-    try:
-        text = root.read_text(path)
-    except OSError:
-        return out
-    for line in text.splitlines():
-        key, _, value = line.strip().partition(" ")
-        if value.strip().isdigit():
-            out[key] = int(value.strip())
-    return out
