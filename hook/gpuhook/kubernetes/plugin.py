@@ -101,13 +101,15 @@ class ResourcePlugin(deviceplugin_pb2_grpc.DevicePluginServicer):
             except KeyError as e:
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                               f"gpuhook: {self.resource}: device {e.args[0]!r} was never advertised on this node")
-        return pb.AllocateResponse(container_responses=[self._allocate(ids, gpus) for ids, gpus in asked])
+        # CDI names a GPU by UUID, else by index (gpuhook's specs have both; a PCI address is not a name)
+        cdi = {d.gpu: d.gpu if ":" not in d.gpu else str(d.index) for d in devices}
+        return pb.AllocateResponse(container_responses=[self._allocate(ids, gpus, cdi) for ids, gpus in asked])
 
     def PreStartContainer(self, request: Any, context: Any) -> Any:
         """Not asked for (pre_start_required is false); answered empty."""
         return pb.PreStartContainerResponse()
 
-    def _allocate(self, ids: tuple[str, ...], gpus: tuple[str, ...]) -> Any:
+    def _allocate(self, ids: tuple[str, ...], gpus: tuple[str, ...], cdi: dict[str, str]) -> Any:
         k8s = self._config.kubernetes
         now = time.time()
         alloc = allocations.Allocation(secrets.token_hex(16), self.resource, self.vendor.NAME, gpus, ids,
@@ -123,7 +125,7 @@ class ResourcePlugin(deviceplugin_pb2_grpc.DevicePluginServicer):
         if "env" in k8s.allocate_with:
             answer.envs[self.vendor.ENV_KEY] = ",".join(gpus)
         if "cdi" in k8s.allocate_with:
-            answer.cdi_devices.extend(pb.CDIDevice(name=f"{self.vendor.CDI_KIND}={g}") for g in gpus)
+            answer.cdi_devices.extend(pb.CDIDevice(name=f"{self.vendor.CDI_KIND}={cdi[g]}") for g in gpus)
         return answer
 
 

@@ -223,3 +223,17 @@ def test_resource_name_from_config(tmp_path: Path) -> None:
     assert p.service.resource == "example.com/h100"
     assert [d.name for d in answer.cdi_devices] == [f"nvidia.com/gpu={U[0]}"]
     assert [r.resource for r in allocations.all_records(p.state)] == ["example.com/h100"]
+
+
+def test_cdi_names_a_gpu_without_uuid_by_its_index(tmp_path: Path) -> None:
+    """A GPU known by its PCI address (no UUID) is `<kind>=<index>` in CDI: gpuhook's specs name GPUs by UUID
+    and by index, never by PCI address."""
+    inv = VendorInventory("amd", "6.7.0", (Gpu("amd", 0, "", "0000:80:00.0", "MI300X", ()),
+                                           Gpu("amd", 1, "0x5a1e000000000001", "0000:81:00.0", "MI300X", ())), ())
+    config = from_table({"state_dir": str(tmp_path / "state"), "kubernetes": {"allocate_with": ["cdi"]}}, "/x")
+    service = ResourcePlugin(get("amd"), config, lambda _: None)
+    service.update(advertise(inv, 1, {}))
+    request = pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=["0000:80:00.0",
+                                                                                              "0x5a1e000000000001"])])
+    answer = service.Allocate(request, FakeContext()).container_responses[0]
+    assert [d.name for d in answer.cdi_devices] == ["amd.com/gpu=0", "amd.com/gpu=0x5a1e000000000001"]
