@@ -159,3 +159,16 @@ def test_count_requests_get_free_gpus_and_refuse_when_none_is_left(tmp_path: Pat
     subprocess.run(["runc", "--root", str(tmp_path / "runc"), "delete", "--force", cid], timeout=30, check=False,
                    capture_output=True)
     assert rc == 0, err
+
+
+def test_gc_removes_only_expired_unclaimed_allocations(tmp_path: Path, mixed_host: str) -> None:
+    state = tmp_path / "state"
+    gpu0 = _uuids(mixed_host)[0]
+    stale, fresh = _record(state, gpu0, expires_in=-1), _record(state, gpu0)
+    cfg = tmp_path / "gpuhook.toml"
+    cfg.write_text(_config(mixed_host, state))
+    r = subprocess.run([conftest.GPUHOOK, "gc"], env={**os.environ, "GPUHOOK_CONFIG": str(cfg)},
+                       capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 0, r.stderr
+    assert f"allocation {stale} (expired unclaimed)" in r.stdout
+    assert allocations.load(str(state), stale) is None and allocations.load(str(state), fresh) is not None

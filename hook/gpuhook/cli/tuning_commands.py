@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-from gpuhook.apply import containers, state_dir
+from gpuhook.apply import allocations, containers, state_dir
 from gpuhook.config import load
 from gpuhook.configfile import prune_cache
 from gpuhook.host.processes import holder_alive
@@ -18,12 +18,17 @@ from gpuhook.tuning.backends import BackendSet
 
 def gc(args: argparse.Namespace) -> int:
     """`gpuhook gc`: release what gone containers held, drop their records, what killed writers left, procfs
-    copies and config-cache entries no one uses; 1 when something could not be restored."""
+    copies, config-cache entries no one uses and expired unclaimed allocations; 1 when something could not be
+    restored."""
     config = load()
     with BackendSet(Root(config.host_root)) as backends:
         problems = session.sweep(config.state_dir, backends)
     live = containers.live_records(config.state_dir)  # drops the records of containers that are gone
     removed = state_dir.sweep(config.state_dir, {c for r in live for c in r.copies}) + prune_cache()
+    if os.path.isdir(os.path.join(config.state_dir, allocations.DIR)):  # the device plugin's, expired unclaimed
+        import time
+
+        removed += [f"allocation {a} (expired unclaimed)" for a in allocations.expire(config.state_dir, time.time())]
     for path in removed:
         print(f"gc: removed {path}")
     for p in problems:
