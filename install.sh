@@ -7,6 +7,10 @@
 #   ./install.sh --binary DIR  install the single binary built by packaging/build-binary.sh (DIR: dist/gpuhook)
 #                              instead of a virtualenv
 #   ./install.sh --uninstall   revert those registrations, remove the links and the virtualenv (the config stays)
+#   ./install.sh --cdi         also write CDI specs (gpuhook cdi generate) and enable the systemd units that
+#                              regenerate them after a driver change (gpuhook-cdi-refresh.path)
+#   ./install.sh --no-nvidia-hook  do not link nvidia-container-runtime-hook (Docker's --gpus hook) into the bin dir;
+#                              it is never linked where NVIDIA's container toolkit provides one
 # Dependencies are pinned (packaging/constraints.txt); a release tarball carries their wheels in
 # packaging/wheels and then installs offline.
 # Idempotent: running it again upgrades in place.
@@ -19,15 +23,23 @@ demo=0
 configure=""
 uninstall=0
 binary=""
+cdi=0
+nvidia_hook=1
+hook=nvidia-container-runtime-hook
+units="gpuhook-cdi-refresh.path gpuhook-cdi-refresh.service"
+unitdir=${GPUHOOK_UNITDIR:-/etc/systemd/system}
 while [ $# -gt 0 ]; do
   case "$1" in
     --demo) demo=1 ;;
     --configure) configure="${2:-}"; shift ;;
     --configure=*) configure="${1#*=}" ;;
     --uninstall) uninstall=1 ;;
+    --cdi) cdi=1 ;;
+    --no-nvidia-hook) nvidia_hook=0 ;;
     --binary) binary="${2:-}"; shift ;;
     --binary=*) binary="${1#*=}" ;;
-    *) echo "usage: $0 [--demo] [--configure docker,containerd,crio,podman] [--binary DIR] | --uninstall" >&2
+    *) echo "usage: $0 [--demo] [--configure docker,containerd,crio,podman] [--binary DIR] [--cdi]" \
+            "[--no-nvidia-hook] | --uninstall" >&2
        exit 2 ;;
   esac
   shift
@@ -36,9 +48,13 @@ if [ "$uninstall" = 1 ]; then
   if [ -f "$prefix/configured-engines" ]; then  # put the engines' files back as they were
     for engine in $(sort -u "$prefix/configured-engines"); do "$prefix/bin/gpuhook" configure "$engine" --revert; done
   fi
-  for b in gpuhook gpuhook-runtime gpuhook-ldcache; do
+  for b in gpuhook gpuhook-runtime gpuhook-ldcache "$hook"; do
     [ "$(readlink "$bindir/$b" 2>/dev/null)" = "$prefix/bin/$b" ] && rm -f "$bindir/$b"
   done
+  if [ -f "$prefix/installed-units" ]; then  # the CDI refresh units --cdi enabled
+    command -v systemctl >/dev/null 2>&1 && systemctl disable --now $units >/dev/null 2>&1 || true
+    for u in $units; do rm -f "$unitdir/$u"; done
+  fi
   rm -rf "$prefix"
   echo "gpuhook removed ($config kept)"
   exit 0
@@ -81,6 +97,22 @@ mkdir -p "$bindir"
 for b in gpuhook gpuhook-runtime gpuhook-ldcache; do
   if [ -e "$prefix/bin/$b" ]; then ln -sfn "$prefix/bin/$b" "$bindir/$b"; fi
 done
+# Docker's --gpus runs an executable named nvidia-container-runtime-hook found on dockerd's PATH: gpuhook's, unless
+# NVIDIA's container toolkit has one (never replaced, never shadowed: a link here would come first on PATH)
+if [ -e "$prefix/bin/$hook" ]; then
+  ours=$(readlink -f "$prefix/bin/$hook")
+  theirs=""
+  for d in /usr/local/sbin /usr/local/bin /usr/sbin /usr/bin /sbin /bin; do
+    if [ -x "$d/$hook" ] && [ "$(readlink -f "$d/$hook")" != "$ours" ]; then theirs="$d/$hook"; break; fi
+  done
+  if [ -n "$theirs" ] || [ "$nvidia_hook" = 0 ]; then
+    [ "$(readlink "$bindir/$hook" 2>/dev/null)" = "$prefix/bin/$hook" ] && rm -f "$bindir/$hook"
+    [ -n "$theirs" ] && echo "kept $theirs (NVIDIA's container toolkit): docker run --gpus uses it, not gpuhook's"
+  elif [ ! -e "$bindir/$hook" ] || [ "$(readlink "$bindir/$hook")" = "$prefix/bin/$hook" ]; then
+    ln -sfn "$prefix/bin/$hook" "$bindir/$hook"
+    echo "linked $bindir/$hook: restart dockerd once (it looks for the hook at start) for docker run --gpus"
+  fi
+fi
 if [ ! -e "$config" ]; then
   install -D -m 0644 "$src/runtime-config/config.toml" "$config"
   echo "wrote $config"
@@ -90,6 +122,18 @@ for engine in $(echo "$configure" | tr ',' ' '); do
   "$bindir/gpuhook" configure "$engine"
   echo "$engine" >> "$prefix/configured-engines"
 done
+if [ "$cdi" = 1 ]; then
+  "$bindir/gpuhook" cdi generate || echo "install.sh: no CDI specs yet (see above); the refresh unit writes them" \
+    "once the driver is there" >&2
+  if [ -d /run/systemd/system ] || [ -n "${GPUHOOK_UNITDIR:-}" ]; then  # regenerate after driver changes
+    mkdir -p "$unitdir"
+    for u in $units; do
+      sed "s|/usr/local/bin/gpuhook|$bindir/gpuhook|g" "$src/packaging/systemd/$u" > "$unitdir/$u"
+    done
+    echo "$units" > "$prefix/installed-units"
+    if [ -d /run/systemd/system ]; then systemctl daemon-reload && systemctl enable --now gpuhook-cdi-refresh.path; fi
+  fi
+fi
 if [ "$demo" = 1 ]; then
   exec "$bindir/gpuhook" demo
 fi

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Build dist/gpuhook_<version>_<arch>.deb from dist/gpuhook (run packaging/build-binary.sh first): the
-# one-dir binary in /opt/gpuhook, gpuhook and gpuhook-runtime in /usr/bin, the default config as a conffile.
+# one-dir binary in /opt/gpuhook, gpuhook and gpuhook-runtime in /usr/bin, the default config as a conffile, the
+# CDI refresh units (not enabled), and /usr/bin/nvidia-container-runtime-hook (Docker's --gpus hook) linked by the
+# postinst only where no such file exists (NVIDIA's toolkit owns that path when installed; dpkg then replaces the
+# link, which no package owns, and the postrm removes only gpuhook's own link).
 # After installing: `gpuhook configure docker` (or containerd, crio, podman), `gpuhook doctor`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,12 +12,35 @@ version=$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml | head -1)
 arch=$(dpkg --print-architecture)
 root=build/deb
 rm -rf "$root"
-mkdir -p "$root/DEBIAN" "$root/opt" "$root/usr/bin" "$root/etc/gpuhook" "$root/usr/share/doc/gpuhook"
+mkdir -p "$root/DEBIAN" "$root/opt" "$root/usr/bin" "$root/etc/gpuhook" "$root/usr/share/doc/gpuhook" \
+  "$root/lib/systemd/system"
 cp -a dist/gpuhook "$root/opt/gpuhook"
 ln -s /opt/gpuhook/gpuhook "$root/usr/bin/gpuhook"
 ln -s /opt/gpuhook/gpuhook-runtime "$root/usr/bin/gpuhook-runtime"
 install -m 0644 runtime-config/config.toml "$root/etc/gpuhook/config.toml"
 install -m 0644 README.md "$root/usr/share/doc/gpuhook/README.md"
+for u in gpuhook-cdi-refresh.path gpuhook-cdi-refresh.service; do
+  sed 's|/usr/local/bin/gpuhook|/usr/bin/gpuhook|g' "packaging/systemd/$u" > "$root/lib/systemd/system/$u"
+done
+hook=/usr/bin/nvidia-container-runtime-hook
+cat > "$root/DEBIAN/postinst" <<POSTINST
+#!/bin/sh
+set -e
+# Docker's --gpus hook: gpuhook's, unless a file is there already (NVIDIA's container toolkit)
+if [ "\$1" = configure ] && [ ! -e "\${DPKG_ROOT:-}$hook" ] && [ ! -L "\${DPKG_ROOT:-}$hook" ]; then
+  ln -s /opt/gpuhook/nvidia-container-runtime-hook "\${DPKG_ROOT:-}$hook"
+fi
+POSTINST
+cat > "$root/DEBIAN/postrm" <<POSTRM
+#!/bin/sh
+set -e
+if [ "\$1" = remove ] || [ "\$1" = purge ]; then
+  if [ "\$(readlink "\${DPKG_ROOT:-}$hook" 2>/dev/null)" = /opt/gpuhook/nvidia-container-runtime-hook ]; then
+    rm -f "\${DPKG_ROOT:-}$hook"
+  fi
+fi
+POSTRM
+chmod 0755 "$root/DEBIAN/postinst" "$root/DEBIAN/postrm"
 cat > "$root/DEBIAN/control" <<CONTROL
 Package: gpuhook
 Version: $version

@@ -27,6 +27,7 @@ class Policy:
     nvidia_procfs: bool = True  # a read-only /proc/driver/nvidia copy: ModifyDeviceFiles 0, own GPUs only
     allow_tuning: bool = True  # containers may ask for clocks, power limits, perf levels, compute modes, leases
     requests: str = "any"  # or "allocated": GPUs only through the device plugin's allocations (cluster nodes)
+    gpus_any_vendor: bool = True  # Docker's --gpus (Compose reservations) on a host with one vendor's GPUs gets them
 
 
 @frozen
@@ -58,6 +59,16 @@ class Kubernetes:
 
 
 @frozen
+class Exporter:
+    """`gpuhook exporter`'s settings (the [exporter] table)."""
+
+    listen: str = "127.0.0.1:9835"  # host:port of /metrics ([::1]:9835 for IPv6, 0.0.0.0:9835 for every address)
+    textfile_dir: str | None = None  # write gpuhook.prom here for node_exporter's textfile collector instead
+    interval: float = 15.0  # seconds between textfile writes
+    telemetry: bool = True  # read utilisation, memory, power, ... through NVML and amdsmi (false: gpuhook's own)
+
+
+@frozen
 class Config:
     """Settings from config.toml, with defaults."""
 
@@ -73,6 +84,7 @@ class Config:
     policy: Policy = Policy()  # frozen: one shared default is safe
     tuning: TuningPolicy = TuningPolicy()
     kubernetes: Kubernetes = Kubernetes()
+    exporter: Exporter = Exporter()
 
 
 def load() -> Config:
@@ -91,8 +103,9 @@ def from_table(table: dict[str, Any], path: str, validated: bool = False) -> Con
     t = table.get("tuning", {})
     tuning = TuningPolicy(policy.allow_tuning, _pair(t.get("clocks_mhz")), _pair(t.get("power_watts")),
                           _names(t.get("perf_levels")), _names(t.get("compute_modes")), t.get("exclusive", True))
-    top = {k: v for k, v in table.items() if k not in ("policy", "tuning", "kubernetes")}
-    return Config(path=path, policy=policy, tuning=tuning, kubernetes=_kubernetes(table.get("kubernetes")), **top)
+    top = {k: v for k, v in table.items() if k not in ("policy", "tuning", "kubernetes", "exporter")}
+    return Config(path=path, policy=policy, tuning=tuning, kubernetes=_kubernetes(table.get("kubernetes")),
+                  exporter=Exporter(**table.get("exporter", {})), **top)
 
 
 def _kubernetes(t: dict[str, Any] | None) -> Kubernetes:

@@ -10,6 +10,8 @@ hot, and each may import only what it needs:
   and apply modules of the vendors named; no module in `HEAVY`, except ctypes where a CUDA requirement asks
   the host's libcuda, or a hook enters the container's namespaces.
 - **poststop** (`gpuhook hook poststop`, after every hooked container): no argparse, no GPU path.
+- **Docker's --gpus hook** (`nvidia-container-runtime-hook prestart`, cli/nvidia_hook.py): the GPU path under plain
+  runc; behind gpuhook's shim (which drops it from the spec) only a look at the container's record.
 
 How the code keeps to it, so that no module needs to say it again:
 - `TYPE_CHECKING = False` and `if TYPE_CHECKING:` for imports that only type checkers need (typing,
@@ -27,4 +29,5 @@ from __future__ import annotations
 # Modules the hot paths must not load (their top-level package names)
 HEAVY = frozenset({"json", "re", "enum", "typing", "collections", "functools", "contextlib", "dataclasses", "copy",
                    "subprocess", "ctypes", "logging", "hashlib", "shutil", "inspect", "ast", "datetime", "tomllib",
-                   "structlog", "jsonschema", "tomlkit", "pynvml", "amdsmi", "grpc", "google"})
+                   "structlog", "jsonschema", "tomlkit", "pynvml", "amdsmi", "grpc", "google",
+                   "prometheus_client"})

@@ -38,6 +38,24 @@ def _launchers(tmp_path_factory: pytest.TempPathFactory) -> None:
 SHIM = ""
 GPUHOOK = ""
 
+# cgroup v2 on this v1 host: the runtime runs in a private mount namespace with cgroup2 over /sys/fs/cgroup, where
+# runc and crun put containers in v2 cgroups with their own eBPF device filter (the hook, their child, sees the same)
+CGROUP2 = ["unshare", "-m", "--propagation", "private", "sh", "-c", 'mount -t cgroup2 none /sys/fs/cgroup && exec "$@"',
+           "cgroup2"]
+NEEDS_CRUN = pytest.mark.skipif(shutil.which("crun") is None and not os.environ.get("CI"),  # CI installs it
+                                reason="crun is not installed")
+RUNTIMES = ["runc", pytest.param("crun", marks=NEEDS_CRUN)]
+
+
+def runtime_env(runtime: str) -> dict[str, str]:
+    """What `runtime` needs in its environment here: crun < 1.14 wants to raise RLIMIT_MEMLOCK, which this sandbox
+    forbids (no CAP_SYS_RESOURCE), so it gets the preload doing what crun 1.14 does (testing/stubs/memlock.c)."""
+    if os.path.basename(runtime) != "crun":
+        return {}
+    from gpuhook.testing.stub_libs import build
+
+    return {"LD_PRELOAD": build("memlock.c", "memlock.so", soname="memlock.so", libs=("-ldl",))}
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     missing = [t for t in ("runc", "busybox", "cc") if shutil.which(t) is None]
@@ -83,13 +101,14 @@ Run = Callable[..., Result]
 
 @pytest.fixture
 def run_container(tmp_path: Path, base_rootfs: str) -> Run:
-    """run_container(host_root, script, annotations=, env=, uid=, config=, spec_edit=, image_edit=) -> Result."""
+    """run_container(host_root, script, annotations=, env=, uid=, config=, spec_edit=, image_edit=, mode=, runtime=,
+    cgroup2=) -> Result; mode "hook" runs `runtime` itself with gpuhook as its prestart hook, cgroup2 in CGROUP2."""
 
     def run(host_root: str, script: str, annotations: Mapping[str, str] | None = None,
             env: Mapping[str, str] | None = None, uid: int = 1000, config: str | None = None,
             spec_edit: Callable[[dict[str, Any]], None] | None = None, runtime: str = "runc",
             bundle_name: str | None = None, image_edit: Callable[[Path], None] | None = None,
-            mode: str = "shim") -> Result:
+            mode: str = "shim", cgroup2: bool = False) -> Result:
         cid = "gh-" + uuid.uuid4().hex[:12]
         bundle = tmp_path / (bundle_name or cid)
         spec = oci_config(["sh", "-c", script], env=env, annotations=annotations, uid=uid, gid=uid)
@@ -105,10 +124,10 @@ def run_container(tmp_path: Path, base_rootfs: str) -> Run:
         cfg.write_text(config if config is not None else
                        f'host_root = "{host_root}"\nruntime = "{runtime}"\nlog_file = "{tmp_path}/gpuhook.log"\n')
         before = (bundle / "config.json").read_bytes()
-        runtime_argv = ["runc"] if mode == "hook" else [SHIM]
+        runtime_argv = [*(CGROUP2 if cgroup2 else []), runtime if mode == "hook" else SHIM]
         proc = subprocess.run([*runtime_argv, "--log", str(tmp_path / f"{cid}.runc.json"), "--log-format", "json",
                                "run", "--bundle", str(bundle), cid],
-                              env={"PATH": os.environ["PATH"], "GPUHOOK_CONFIG": str(cfg)},
+                              env={"PATH": os.environ["PATH"], "GPUHOOK_CONFIG": str(cfg), **runtime_env(runtime)},
                               capture_output=True, text=True, timeout=60, check=False)
         return Result(proc.returncode, proc.stdout, proc.stderr, bundle, before, cid)
 

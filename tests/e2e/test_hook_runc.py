@@ -13,7 +13,7 @@ import pytest
 
 from gpuhook.testing.stub_libs import build
 
-from .conftest import Run
+from .conftest import NEEDS_CRUN, Run
 
 MODES = ["shim", "hook"]
 NV = {"gpuhook.dev/gpus": "1", "gpuhook.dev/vendor": "nvidia"}
@@ -51,6 +51,42 @@ def test_amd_same_nodes_in_both_modes_and_usable_by_the_user(mixed_host: str, ru
         assert "NODE /dev/dri/renderD129 e2:81 1000" in r.out
     else:  # the shim adds the node's own group (render, 109) to the process
         assert "NODE /dev/dri/renderD129 e2:81 109" in r.out
+
+
+@pytest.fixture
+def searchable(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """The directories down to tmp_path searchable by all: a user namespace's root (host uid 100000 here) must
+    reach the bundle's rootfs. Put back after the test."""
+    changed = [(p, p.stat().st_mode & 0o7777) for p in (tmp_path, *tmp_path.parents) if not p.stat().st_mode & 0o001]
+    for p, mode in changed:
+        os.chmod(p, mode | 0o001)
+    yield
+    for p, mode in changed:
+        os.chmod(p, mode)
+
+
+def _user_namespace(spec: dict) -> None:  # type: ignore[type-arg]
+    spec["linux"]["namespaces"].append({"type": "user"})
+    spec["linux"]["uidMappings"] = [{"containerID": 0, "hostID": 100000, "size": 65536}]
+    spec["linux"]["gidMappings"] = [{"containerID": 0, "hostID": 100000, "size": 65536}]
+
+
+@pytest.mark.parametrize(("runtime", "cgroup2"), [("runc", False), ("runc", True),
+                                                  pytest.param("crun", True, marks=NEEDS_CRUN)],
+                         ids=["runc-v1", "runc-v2", "crun-v2"])
+def test_user_namespaced_container_gets_its_nodes(mixed_host: str, run_container: Run, searchable: None,
+                                                  runtime: str, cgroup2: bool) -> None:
+    """mknod cannot make a usable node there (the container's /dev is its own namespace's tmpfs, where host root is
+    not even mapped): the host's nodes are bind-mounted, as runc itself does in a user namespace."""
+    r = run_container(mixed_host, SEE + "; cat /proc/self/uid_map; grep ' /dev/nvidia' /proc/self/mountinfo", NV,
+                      mode="hook", runtime=runtime, cgroup2=cgroup2, spec_edit=_user_namespace)
+    assert r.rc == 0, r.err
+    assert set(_nodes(r.out)) == {"/dev/nvidia1", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"}
+    assert "0     100000      65536" in r.out  # it did run in the user namespace
+    binds = [ln.split()[4] for ln in r.out.splitlines() if " /dev/nvidia" in ln and "/host/dev/nvidia" in ln]
+    assert sorted(binds) == ["/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia1", "/dev/nvidiactl"]
+    assert "OPEN cat: can't open '/dev/nvidia1': No such device or address" in r.out
+    assert "dlopen libcuda.so.1 ok" in r.out  # the linker cache was refreshed too
 
 
 def test_hook_after_the_shim_does_nothing_twice(mixed_host: str, run_container: Run) -> None:

@@ -22,6 +22,10 @@ def test_install_configure_uninstall(tmp_path: Path) -> None:
         assert version.stdout.startswith("gpuhook ")
         hook = json.loads(HOOKS.read_text())
         assert hook["hook"]["path"] == str(tmp_path / "bin/gpuhook") and "prestart" in hook["stages"]
+        if not any(Path(d, "nvidia-container-runtime-hook").exists() for d in ("/usr/bin", "/usr/sbin", "/bin")):
+            # Docker's --gpus hook, linked where NVIDIA's toolkit has none
+            assert os.readlink(tmp_path / "bin/nvidia-container-runtime-hook") == str(
+                tmp_path / "opt/bin/nvidia-container-runtime-hook")
         again = subprocess.run(["bash", str(REPO / "install.sh")], env=env, capture_output=True, text=True,
                                timeout=600, check=False)
         assert again.returncode == 0, again.stderr  # idempotent

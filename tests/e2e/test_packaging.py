@@ -46,6 +46,8 @@ def test_one_executable_is_cli_shim_and_hook(binary: Path, tmp_path: Path, base_
     assert (host / "var/lib/gpuhook-sim/nvml.log").read_text().split()[::4] == ["set-clocks", "reset-clocks"]
     spec = json.loads((bundle / "config.json").read_text())
     assert spec["hooks"]["prestart"][0]["path"] == str(binary / "gpuhook")
+    hook = subprocess.run([binary / "nvidia-container-runtime-hook", "-version"], capture_output=True, text=True)
+    assert "compatible with NVIDIA Container Runtime Hook" in hook.stdout  # Docker's --gpus hook is the binary too
 
 
 def test_deb_installs_with_dpkg(binary: Path, tmp_path: Path) -> None:
@@ -56,9 +58,12 @@ def test_deb_installs_with_dpkg(binary: Path, tmp_path: Path) -> None:
     (root / "var/lib/dpkg/updates").mkdir(parents=True)
     (root / "var/lib/dpkg/info").mkdir()
     (root / "var/lib/dpkg/status").touch()
-    inst = subprocess.run(["dpkg", f"--root={root}", "--force-depends", "-i", str(deb)], capture_output=True,
-                          text=True, check=False)
+    inst = subprocess.run(["dpkg", f"--root={root}", "--force-depends", "--force-script-chrootless", "-i", str(deb)],
+                          capture_output=True, text=True, check=False)  # the maintainer scripts act on DPKG_ROOT
     assert inst.returncode == 0, inst.stderr
+    # Docker's --gpus hook, linked by the postinst where no other package's is
+    assert os.readlink(root / "usr/bin/nvidia-container-runtime-hook") == "/opt/gpuhook/nvidia-container-runtime-hook"
+    assert "gpuhook cdi generate --if-changed" in (root / "lib/systemd/system/gpuhook-cdi-refresh.service").read_text()
     assert os.readlink(root / "usr/bin/gpuhook-runtime") == "/opt/gpuhook/gpuhook-runtime"
     assert (root / "etc/gpuhook/config.toml").read_text() == (REPO / "runtime-config/config.toml").read_text()
     assert "/etc/gpuhook/config.toml" in (root / "var/lib/dpkg/info/gpuhook.conffiles").read_text()

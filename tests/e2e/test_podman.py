@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from gpuhook.testing.simulate import HostSpec, build_host
+
 from . import conftest
 
 pytestmark = pytest.mark.skipif(shutil.which("podman") is None and not os.environ.get("CI"),
@@ -108,3 +110,75 @@ def test_podman_cdi_amd_yaml_for_an_older_cdi_client(cdi_specs) -> None:  # type
                   "ls /dev/dri; ls /dev/kfd")
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["card1", "renderD128", "/dev/kfd"]
+
+
+@pytest.fixture
+def cdi_work(podman, tmp_path: Path):  # type: ignore[no-untyped-def]
+    """(run, gpuhook(args, host) -> CompletedProcess, spec path maker): specs go to Podman's /var/run/cdi as
+    gpuhook-e2e-*, removed afterwards (two specs naming one device make Podman drop it)."""
+    for old in CDI_DIR.glob("gpuhook-e2e-*"):
+        old.unlink()
+    CDI_DIR.mkdir(parents=True, exist_ok=True)
+    made: list[Path] = []
+
+    def gpuhook(args: list[str], host: str) -> subprocess.CompletedProcess[str]:
+        config = tmp_path / "config.toml"
+        config.write_text(f'host_root = "{host}"\nstate_dir = "{tmp_path}/state"\n')
+        env = {"PATH": os.environ["PATH"], "GPUHOOK_CONFIG": str(config)}
+        return subprocess.run([conftest.GPUHOOK, *args], env=env, capture_output=True, text=True, check=False)
+
+    def spec(name: str) -> Path:
+        made.append(CDI_DIR / f"gpuhook-e2e-{name}")
+        return made[-1]
+
+    yield podman[0], gpuhook, spec
+    for path in made:
+        path.unlink(missing_ok=True)
+
+
+def test_default_amd_spec_is_one_debians_podman_takes(cdi_work, mixed_host: str) -> None:  # type: ignore[no-untyped-def]
+    """No --cdi-version: gpuhook finds Podman 4.3.1 (and containerd 1.6, Docker 20.10, which read no CDI) and writes
+    0.5.0, saying what the user adds instead of additionalGids."""
+    run, gpuhook, spec = cdi_work
+    path = spec("amd.json")
+    r = gpuhook(["cdi", "generate", "--vendor", "amd", "--output", str(path)], mixed_host)
+    assert r.returncode == 0, r.stderr
+    assert "Podman 4.3.1 reads cdiVersion up to 0.5.0" in r.stdout and "--group-add 109 --group-add 44" in r.stderr
+    assert json.loads(path.read_text())["cdiVersion"] == "0.5.0"
+    ran = run("--device", "amd.com/gpu=0", "localhost/gpuhook-test:latest", "sh", "-c", "ls /dev/dri; ls /dev/kfd")
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split() == ["card1", "renderD128", "/dev/kfd"]
+    validated = gpuhook(["cdi", "validate", str(path)], mixed_host)
+    assert validated.returncode == 0 and "taken by Podman 4.3.1" in validated.stdout, validated.stdout
+
+
+def test_validate_says_why_podman_4_3_refuses_a_0_7_spec(cdi_work, mixed_host: str) -> None:  # type: ignore[no-untyped-def]
+    run, gpuhook, spec = cdi_work
+    path = spec("amd-0.7.json")
+    assert gpuhook(["cdi", "generate", "--vendor", "amd", "--cdi-version", "0.7.0", "--output", str(path)],
+                   mixed_host).returncode == 0
+    ran = run("--device", "amd.com/gpu=0", "localhost/gpuhook-test:latest", "true")
+    assert ran.returncode != 0 and "unresolvable CDI devices amd.com/gpu=0" in ran.stderr  # all Podman says
+    r = gpuhook(["cdi", "validate", str(path)], mixed_host)
+    assert r.returncode == 1
+    assert f'{path}: Podman 4.3.1 refuses it: unknown field "additionalGids" in containerEdits' in r.stdout
+
+
+def test_if_changed_and_doctor_after_a_driver_upgrade(cdi_work, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    run, gpuhook, spec = cdi_work
+    host = build_host(str(tmp_path / "host"), HostSpec(nvidia=2, nvidia_driver="535.54.03"))
+    path = spec("nvidia.json")
+    generate = ["cdi", "generate", "--vendor", "nvidia", "--output", str(path), "--if-changed"]
+    assert gpuhook(generate, host).returncode == 0
+    os.utime(path, ns=(1_000_000_000, 1_000_000_000))
+    again = gpuhook(generate, host)
+    assert again.returncode == 0 and path.stat().st_mtime_ns == 1_000_000_000 and "unchanged" in again.stdout
+    build_host(host, HostSpec(nvidia=2, nvidia_driver="550.54.15"))  # the driver upgraded under the spec
+    doctor = gpuhook(["doctor"], host)
+    assert f"warn  CDI spec {path} is stale: it mounts" in doctor.stdout and "550.54.15" in doctor.stdout
+    assert gpuhook(generate, host).returncode == 0 and path.stat().st_mtime_ns != 1_000_000_000
+    ran = run("--device", "nvidia.com/gpu=1", "localhost/gpuhook-test:latest", "sh", "-c",
+              "ls /dev | grep nvidia; ls /usr/lib/x86_64-linux-gnu | grep libcuda.so.5")
+    assert ran.returncode == 0, ran.stderr
+    assert "nvidia1" in ran.stdout.split() and "libcuda.so.550.54.15" in ran.stdout and "535" not in ran.stdout
+    assert f"CDI spec {path} is stale" not in gpuhook(["doctor"], host).stdout

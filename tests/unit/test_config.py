@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuhook.config import Config, Policy, from_table, load
+from gpuhook.config import Config, Exporter, Policy, from_table, load
 from gpuhook.configfile import read_table
 from gpuhook.errors import ConfigError
 
@@ -25,12 +25,22 @@ def test_full() -> None:
                        log_level="debug", policy=Policy(False))
 
 
+def test_exporter_table() -> None:
+    assert from_table({}, "p").exporter == Exporter("127.0.0.1:9835", None, 15.0, True)
+    c = from_table({"exporter": {"listen": "[::1]:9400", "textfile_dir": "/var/lib/node_exporter", "interval": 30,
+                                 "telemetry": False}}, "p")
+    assert c.exporter == Exporter("[::1]:9400", "/var/lib/node_exporter", 30, False)
+
+
 BAD = [
     ("unknown top key", {"hostroot": "/"}, ["unknown key 'hostroot'", "host_root"]),
     ("unknown policy key", {"policy": {"accept_env": True}}, ["'policy.accept_env'", "accept_env_requests"]),
     ("wrong type", {"policy": {"accept_env_requests": "yes"}}, ["policy.accept_env_requests", "boolean"]),
     ("relative root", {"host_root": "srv"}, ["host_root"]),
     ("bad level", {"log_level": "loud"}, ["log_level"]),
+    ("exporter listen without a port", {"exporter": {"listen": "0.0.0.0"}}, ["exporter.listen"]),
+    ("unknown exporter key", {"exporter": {"port": 9835}}, ["'exporter.port'", "listen", "textfile_dir"]),
+    ("exporter interval", {"exporter": {"interval": 0}}, ["exporter.interval"]),
 ]
 
 

@@ -76,3 +76,24 @@ def test_daemonset_installs_configures_containerd_and_runs_the_device_plugin() -
     assert "gpuhook labels" in script and "/host/etc/gpuhook/config.toml" in script
     plugin = pod["containers"][0]["command"]
     assert plugin[-2:] == ["/usr/local/bin/gpuhook", "device-plugin"] and pod["hostPID"] is True
+
+
+def test_the_exporter_runs_beside_the_device_plugin_and_its_service_scrapes_it() -> None:
+    import tomllib
+
+    from gpuhook.config import from_table
+    from gpuhook.metrics.exporter import parse_listen
+
+    docs = _all("daemonset.yaml")
+    pod = next(d for d in docs if d["kind"] == "DaemonSet")["spec"]["template"]
+    exporter = next(c for c in pod["spec"]["containers"] if c["name"] == "exporter")
+    assert exporter["command"][-2:] == ["/usr/local/bin/gpuhook", "exporter"]
+    port = next(p for p in exporter["ports"] if p["name"] == "metrics")["containerPort"]
+    config = from_table(tomllib.loads(_configmap()), "/etc/gpuhook/config.toml")
+    assert parse_listen(config.exporter.listen) == ("0.0.0.0", port)  # the pod's address, not the loopback
+    service = next(d for d in docs if d["kind"] == "Service")
+    assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    assert service["spec"]["clusterIP"] == "None"  # every node's pod is its own target
+    annotations = service["metadata"]["annotations"]
+    assert (annotations["prometheus.io/scrape"], annotations["prometheus.io/port"]) == ("true", str(port))
+    assert [p["targetPort"] for p in service["spec"]["ports"]] == ["metrics"]

@@ -116,3 +116,24 @@ def test_every_room_init_is_empty_and_the_package_holds_only_its_version() -> No
     assert [p for p in rooms if p.read_text().strip()] == []
     top = [line for line in (PACKAGE / "__init__.py").read_text().splitlines() if line and not line.startswith('"')]
     assert top == ['__version__ = "0.1.0"']
+
+
+def test_docker_gpus_hook_behind_the_shim_loads_nothing_heavy(tmp_path: Path) -> None:
+    """Docker's --gpus runs nvidia-container-runtime-hook at every such container's start: where gpuhook's shim
+    already prepared the container (its record is there) the hook only looks, with no argparse and no GPU path."""
+    config = tmp_path / "config.toml"
+    config.write_text(f'state_dir = "{tmp_path / "state"}"\n')
+    probe = (f"import os, sys\nsys.path[:0] = {PATH!r}\nfrom gpuhook.apply import containers\n"
+             "from gpuhook.host.processes import start_time\n"
+             f"containers.save({str(tmp_path / 'state')!r}, containers.ContainerRecord('c1', (), '/run/runc', "
+             "creator=os.getpid(), creator_start=start_time(os.getpid())))\n"
+             "from gpuhook.cli.nvidia_hook import main\n"
+             "code = main(['prestart'])\nprint(code, ' '.join(sorted(sys.modules)))\n")
+    state = json.dumps({"ociVersion": "1.0.2", "id": "c1", "status": "creating", "pid": 1, "bundle": str(tmp_path)})
+    runs = [subprocess.run([sys.executable, "-I", "-S", "-c", probe], input=state, capture_output=True, text=True,
+                           check=False, env={"PATH": os.environ["PATH"], "GPUHOOK_CONFIG": str(config)})
+            for _ in range(2)]
+    code, *loaded = runs[1].stdout.split()
+    assert code == "0", runs[1].stderr
+    assert "gpuhook.cli.nvidia_hook" in loaded and "gpuhook.cli.hook" in loaded
+    assert _heavy(set(loaded)) == [] and "argparse" not in loaded and "gpuhook.cli.inject" not in loaded

@@ -5,13 +5,19 @@ files for the capabilities asked (NVIDIA), the linker-cache hook (`gpuhook hook 
 spec cannot know the container's root), the groups the nodes need, and NVIDIA_/AMD_VISIBLE_DEVICES=void so
 that gpuhook's shim or hook, if also present, does not inject the same GPUs again. The fields are written by
 Edits.to_cdi, the same table the shim and the hook use.
-cdiVersion is the lowest the fields need: 0.5.0 (hostPath, device names starting with a digit), 0.7.0 with
-additionalGids. An older target drops what it cannot carry, and says so.
+cdiVersion is the lowest the fields need (cdi_rules.required_version: 0.5.0 for hostPath and device names starting
+with a digit, 0.7.0 with additionalGids), capped at the highest every installed CDI consumer parses (cdi_readers)
+or at the version asked. What the lower version cannot carry is dropped, and the warning says what the user adds
+instead; a node's permissions are never widened to make up for a group.
 """
 
 from __future__ import annotations
 
+import os
+
+from gpuhook.apply.cdi_rules import required_version
 from gpuhook.edits import CdiContext, Edits
+from gpuhook.engines.cdi_readers import common_highest
 from gpuhook.errors import CdiError
 from gpuhook.request.requirements import version_tuple
 
@@ -20,13 +26,16 @@ if TYPE_CHECKING:
     from typing import Any
 
     from gpuhook.edits import DeviceNode
+    from gpuhook.engines.cdi_readers import Reader
     from gpuhook.host.inventory import Gpu, VendorInventory
     from gpuhook.vendors.registry import Vendor
 
 
 def build(vendor: Vendor, inv: VendorInventory, host_base: str, capabilities: frozenset[str], gpuhook_bin: str,
-          config_path: str, target: str | None = None, hook_timeout: int = 30) -> tuple[dict[str, Any], list[str]]:
-    """The CDI spec for one vendor and the warnings (fields dropped for an older `target` version)."""
+          config_path: str, target: str | None = None, hook_timeout: int = 30,
+          readers: tuple[Reader, ...] = ()) -> tuple[dict[str, Any], list[str]]:
+    """The CDI spec for one vendor and the warnings: fields dropped for the `target` version, else for the highest
+    version all `readers` (the installed CDI consumers) parse, and readers that cannot parse the target."""
     if not inv.gpus:
         raise CdiError(f"the {vendor.LABEL} driver lists no GPUs under {host_base}: no CDI devices to describe")
     ctx = CdiContext(host_base, gpuhook_bin, config_path, hook_timeout)
@@ -36,22 +45,75 @@ def build(vendor: Vendor, inv: VendorInventory, host_base: str, capabilities: fr
     common = Edits(device_nodes=shared.device_nodes, device_rules=shared.device_rules, mounts=every.mounts,
                    env=(f"{vendor.ENV_KEY}=void", *every.env), additional_gids=every.additional_gids,
                    hooks=every.hooks, ldcache_dirs=every.ldcache_dirs)
-    edits = common.to_cdi(ctx)
-    needed = "0.7.0" if every.additional_gids else "0.5.0"
-    version, warnings = needed, []
-    if target:
-        if version_tuple(target) < (0, 5, 0):
-            raise CdiError(f"cdiVersion {target} cannot carry hostPath or device names that start with a digit: "
-                           "0.5.0 is the oldest gpuhook writes")
-        if version_tuple(target) < version_tuple(needed):
-            edits.pop("additionalGids", None)
-            warnings.append(f"cdiVersion {target} has no additionalGids: dropped {list(every.additional_gids)}; "
-                            "a non-root container user then needs the nodes' groups from the engine "
-                            "(e.g. podman --group-add)")
-        version = target
     devices = [{"name": name, "containerEdits": Edits(device_nodes=nodes).to_cdi(ctx)}
                for name, nodes in _devices(inv.gpus)]
-    return {"cdiVersion": version, "kind": vendor.CDI_KIND, "devices": devices, "containerEdits": edits}, warnings
+    spec: dict[str, Any] = {"cdiVersion": "", "kind": vendor.CDI_KIND, "devices": devices,
+                            "containerEdits": common.to_cdi(ctx)}
+    needed = required_version(spec)
+    version, why = _version(needed, target, readers)
+    warnings = [f"{r.label} cannot parse cdiVersion {version} (it knows up to {r.highest})" for r in readers
+                if r.library and version_tuple(r.highest) < version_tuple(version)]
+    if version_tuple(version) < version_tuple(needed):  # below 0.7.0: the groups cannot be carried
+        spec["containerEdits"].pop("additionalGids", None)
+        gids = list(every.additional_gids)
+        warnings.append(f"{why} has no additionalGids: dropped {gids}, the device nodes' groups. A container user "
+                        "other than root needs them from the engine: podman run "
+                        + " ".join(f"--group-add {g}" for g in gids) + " (docker run --group-add alike; Kubernetes: "
+                        f"securityContext.supplementalGroups: {gids}); the nodes' permissions stay as they are")
+    spec["cdiVersion"] = version
+    return spec, warnings
+
+
+def _version(needed: str, target: str | None, readers: tuple[Reader, ...]) -> tuple[str, str]:
+    """The cdiVersion to write and how warnings name it: `target`, else what the fields need, capped at the
+    highest the readers parse; CdiError below 0.5.0 (hostPath, digit-led names), with the way out."""
+    limit = common_highest(readers)
+    version, why = (target, f"cdiVersion {target}") if target else (needed, f"cdiVersion {needed}")
+    if not target and limit and version_tuple(limit[0]) < version_tuple(needed):
+        version, why = limit[0], f"cdiVersion {limit[0]}, the highest {limit[1].label} parses,"
+    if version_tuple(version) < (0, 5, 0):
+        upgrade = (f"; upgrade {limit[1].label.split()[0]} (Podman 4.3, containerd 1.7, Docker 25, CRI-O 1.25 or "
+                   "later read 0.5.0)") if limit and not target else ""
+        raise CdiError(f"{why.rstrip(',')} cannot carry hostPath or device names that start with a digit: 0.5.0 is "
+                       f"the oldest cdiVersion gpuhook writes{upgrade}")
+    return version, why
+
+
+def is_ours(spec: object, vendor: Vendor) -> bool:
+    """Whether a parsed spec is one gpuhook wrote for `vendor`: its kind, and its ENV_KEY=void marker."""
+    if not isinstance(spec, dict) or not isinstance(edits := spec.get("containerEdits"), dict):
+        return False
+    return spec.get("kind") == vendor.CDI_KIND and f"{vendor.ENV_KEY}=void" in (edits.get("env") or [])
+
+
+def stale(spec: dict[str, Any], vendor: Vendor, inv: VendorInventory | None, host_base: str) -> list[str]:
+    """Why a spec gpuhook wrote for `vendor` no longer fits the loaded driver ([] when it does): driver files
+    the loaded driver does not have (another version's), device nodes or GPUs other than the host's."""
+    if inv is None:
+        return [f"it describes {vendor.LABEL} GPUs but no {vendor.LABEL} driver is loaded"]
+    from gpuhook.request.container import CAPABILITIES
+
+    every = vendor.plan(inv, inv.gpus, frozenset(CAPABILITIES), host_base)  # the loaded driver's every file
+    edits = [spec.get("containerEdits") or {}, *((d.get("containerEdits") or {}) for d in spec.get("devices") or [])]
+    out = []
+    foreign = sorted({m.get("hostPath", "") for e in edits for m in e.get("mounts") or []}
+                     - {m.host_path for m in every.mounts})
+    if foreign:
+        shown = ", ".join(os.path.basename(f) for f in foreign[:3]) + (", …" if len(foreign) > 3 else "")
+        out.append(f"it mounts {len(foreign)} files the loaded {vendor.LABEL} driver "
+                   f"{inv.driver_version or '(in-kernel)'} does not have ({shown})")
+    host = {n.path: (n.major, n.minor) for n in (*every.device_nodes, *inv.shared_nodes)}
+    wrong = sorted({n.get("path", "") for e in edits for n in e.get("deviceNodes") or []
+                    if host.get(n.get("path", "")) != (n.get("major"), n.get("minor"))})
+    if wrong:
+        out.append("its device nodes are not the host's: " + ", ".join(wrong))
+    names = {d.get("name") for d in spec.get("devices") or []}
+    now = {name for name, _ in _devices(inv.gpus)}
+    if names != now:
+        out.append(f"it lists {len(names - {'all'})} devices where the host has {len(now - {'all'})} GPU names "
+                   f"(gone: {', '.join(sorted(str(n) for n in names - now)) or 'none'}; new: "
+                   f"{', '.join(sorted(now - names)) or 'none'})")
+    return out
 
 
 def _devices(gpus: tuple[Gpu, ...]) -> list[tuple[str, tuple[DeviceNode, ...]]]:

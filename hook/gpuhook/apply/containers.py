@@ -1,6 +1,6 @@
-"""Which GPU containers gpuhook set up, with what driver and GPUs: for doctor's stale-driver report and the
-exclusive-lease checks. One file per container, state_dir/containers/<id>.json; a file whose container is
-gone is dropped when the files are read."""
+"""Which GPU containers gpuhook set up, with what driver and GPUs (and, on Kubernetes, which pod's): for doctor's
+stale-driver report, the exclusive-lease checks and the exporter. One file per container,
+state_dir/containers/<id>.json; a file whose container is gone is dropped when the files are read."""
 
 from __future__ import annotations
 
@@ -11,6 +11,10 @@ from gpuhook import fastjson
 from gpuhook.apply.state_dir import ensure, unlink
 from gpuhook.atomic import write_text
 from gpuhook.frozen import frozen
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 _MAX_RECORD = 1 << 20
 
@@ -28,12 +32,20 @@ class ContainerRecord:
     creator: int = 0  # shim mode: the process that execs the runtime (runc create keeps its pid and start time):
     creator_start: str = ""  # while it runs the container is being created, even before runc writes its state
     copies: tuple[str, ...] = ()  # the procfs copies it mounts (gc removes those no live container has)
+    pod: str = ""  # Kubernetes: the pod, its namespace and the container's name in it (request.container's
+    namespace: str = ""  # pod_identity); empty outside Kubernetes, and in records written before they were kept
+    container: str = ""
 
     def file_name(self) -> str:
         """Unique per container: its id and its runtime root (shim) or its init (hook mode), so the same id
         under two engines is two records."""
         tag = f"p{self.pid}-{self.start_time}" if self.pid else f"r{zlib.crc32(self.runtime_root.encode()):08x}"
         return f"{os.path.basename(self.id)}@{tag}.json"
+
+    def stale_drivers(self, loaded: Mapping[str, str]) -> tuple[tuple[str, str, str], ...]:
+        """(vendor, driver version it got, version loaded now) where the container runs an old driver's user
+        space: the driver was upgraded or reloaded under it."""
+        return tuple((v, got, now) for v, got in self.drivers if got and (now := loaded.get(v, "")) and got != now)
 
 
 def save(state_dir: str, rec: ContainerRecord) -> None:
@@ -44,7 +56,8 @@ def save(state_dir: str, rec: ContainerRecord) -> None:
                fastjson.dumps({"id": rec.id, "drivers": [list(d) for d in rec.drivers],
                                "runtime_root": rec.runtime_root, "pid": rec.pid, "start_time": rec.start_time,
                                "gpus": list(rec.gpus), "creator": rec.creator, "creator_start": rec.creator_start,
-                               "copies": list(rec.copies)}), mode=0o644)
+                               "copies": list(rec.copies), "pod": rec.pod, "namespace": rec.namespace,
+                               "container": rec.container}), mode=0o644)
 
 
 def alive(rec: ContainerRecord) -> bool:
@@ -69,6 +82,13 @@ def drop_gone(state_dir: str, container_id: str) -> None:
     for rec, path in _records(state_dir, f"{os.path.basename(container_id)}@"):
         if rec.id == container_id and not alive(rec):
             unlink(path)
+
+
+def recorded(state_dir: str, container_id: str) -> bool:
+    """Whether a live container `container_id` already has a record (the shim's, when the hook runs after it).
+    Reads only that id's files."""
+    return any(rec.id == container_id and alive(rec)
+               for rec, _ in _records(state_dir, f"{os.path.basename(container_id)}@"))
 
 
 def live_records(state_dir: str, prune: bool = True) -> list[ContainerRecord]:
@@ -96,7 +116,8 @@ def _records(state_dir: str, prefix: str = "") -> list[tuple[ContainerRecord, st
             rec = ContainerRecord(raw["id"], tuple(tuple(d) for d in raw["drivers"]), raw.get("runtime_root", ""),
                                   int(raw.get("pid", 0)), raw.get("start_time", ""), tuple(raw.get("gpus", ())),
                                   int(raw.get("creator", 0)), raw.get("creator_start", ""),
-                                  tuple(raw.get("copies", ())))
+                                  tuple(raw.get("copies", ())), str(raw.get("pod", "")),
+                                  str(raw.get("namespace", "")), str(raw.get("container", "")))
         except (OSError, ValueError, KeyError, TypeError):
             continue
         out.append((rec, path))

@@ -1,9 +1,10 @@
 """Hook mode: apply Edits to a container being created, inside its mount namespace, without leaving its root.
 
-The device cgroup is extended from the host's namespaces; then the process enters the container's mount
-namespace (before pivot_root it still shows the host's paths; a bind mount's source must be in the caller's
-namespace, so sources are opened there), creates nodes, mounts files read-only and refreshes the linker
-cache with the host's ldconfig chrooted into the container root.
+The device cgroup is extended from the host's namespaces (cgroup v1 rules, or cgroup v2's device filter replaced:
+apply/cgroups.py); then the process enters the container's mount namespace (before pivot_root it still shows the
+host's paths; a bind mount's source must be in the caller's namespace, so sources are opened there), creates
+nodes (bind mounts of the host's in a container with a user namespace, as runc does there), mounts files read-only
+and refreshes the linker cache with the host's ldconfig chrooted into the container root.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from gpuhook.edits import DeviceNode, Edits, Mount
 # What a hook can do with each kind of edit once runc has created the container. Every field of Edits is
 # here (tests/unit/test_edits.py checks): a hook that ignored one would drop it silently in hook mode.
 LIVE = {
-    "device_nodes": "created in the container root (mknod, else a bind mount of the host node)",
-    "device_rules": "allowed in the container's device cgroup",
+    "device_nodes": "created in the container root (mknod; a bind mount of the host node in a user namespace, or "
+                    "where mknod fails)",
+    "device_rules": "allowed in the container's device cgroup (v1 devices.allow; v2 device filter replaced)",
     "mounts": "bind-mounted read-only",
     "env": "cannot be changed after create: the hook warns",
     "additional_gids": "cannot be changed after create: nodes get a group the process already has",
@@ -33,7 +35,9 @@ UNAPPLIED = ("env", "additional_gids", "hooks")  # what `apply` leaves to its ca
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    pass
+    from typing import Any
+
+    from gpuhook.apply.cgroup_v2 import Swap
 
 
 def node_group(node: DeviceNode, uid: int, gids: set[int]) -> int:
@@ -45,30 +49,49 @@ def node_group(node: DeviceNode, uid: int, gids: set[int]) -> int:
 
 
 def apply(edits: Edits, pid: int, root_path: str, host_base: str, ldconfig: str, uid: int, gids: set[int],
-          timeout: float = 30, state_dir: str = "/run/gpuhook", libraries: tuple[Mount, ...] = ()) -> None:
+          timeout: float = 30, state_dir: str = "/run/gpuhook", libraries: tuple[Mount, ...] = (),
+          spec: dict[str, Any] | None = None) -> Swap | None:
     """Apply `edits` to the container whose init process is `pid` (all but UNAPPLIED); `libraries` are gpuhook's
-    mounts the spec already has (the linker cache must see them). Mounts, creates nodes, writes cgroupfs."""
-    cgroups.allow(pid, edits.device_rules)
-    ns = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+    mounts the spec already has (the linker cache must see them), `spec` its config.json (the rules a cgroup v2
+    filter keeps). The cgroup v2 device filter swapped, if one was. Mounts, creates nodes, writes cgroupfs or
+    replaces the device filter."""
+    swap = cgroups.allow(pid, edits.device_rules, spec)
+    owner = root_ids(pid) if in_user_namespace(pid) else None
+    home = os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
     try:
-        syscalls.setns(ns, syscalls.CLONE_NEWNS)
-    finally:
-        os.close(ns)
-    sources = {m.container_path: os.open(m.host_path, os.O_PATH | os.O_CLOEXEC) for m in edits.mounts}
-    node_sources = {n.path: _host_node(host_base, n.path) for n in edits.device_nodes}
+        _enter(f"/proc/{pid}/ns/mnt")
+        sources = {m.container_path: os.open(m.host_path, os.O_PATH | os.O_CLOEXEC) for m in edits.mounts}
+        node_sources = {n.path: _host_node(host_base, n.path) for n in edits.device_nodes}
+    except BaseException:
+        os.close(home)
+        raise
     try:
         with WritableRoot(root_path) as root:
-            for n in edits.device_nodes:
-                _node(root, n, node_group(n, uid, gids), node_sources[n.path])
+            if owner is None:
+                for n in edits.device_nodes:
+                    _node(root, n, node_group(n, uid, gids), node_sources[n.path])
+            else:
+                _bind_nodes(root, edits.device_nodes, node_sources, owner)
             for target, fd in sources.items():
                 bind_mount(fd, root, target)
             _harden(root, edits)
         if edits.ldcache_dirs:  # last: it leaves this process in a mount namespace of its own
+            if owner is not None:  # a copy of the container's namespace locks its mounts: the refresh starts
+                syscalls.setns(home, syscalls.CLONE_NEWNS)  # from the host's, where the root has none on it
             mounts = ((m.host_path, m.container_path) for m in (*libraries, *edits.mounts))
             linker_cache.refresh(root_path, ldconfig, edits.ldcache_dirs, mounts, state_dir, timeout)
     finally:
-        for fd in (*sources.values(), *node_sources.values()):
+        for fd in (home, *sources.values(), *node_sources.values()):
             os.close(fd)
+    return swap
+
+
+def _enter(ns_path: str) -> None:
+    ns = os.open(ns_path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        syscalls.setns(ns, syscalls.CLONE_NEWNS)
+    finally:
+        os.close(ns)
 
 
 def _harden(root: WritableRoot, edits: Edits) -> None:
@@ -113,10 +136,44 @@ def _host_node(host_base: str, path: str) -> int:
     return os.open(host_base.rstrip("/") + path, os.O_PATH | os.O_CLOEXEC)
 
 
+def in_user_namespace(pid: int, proc: str = "/proc") -> bool:
+    """Whether process `pid` has a user namespace other than this process's."""
+    return os.stat(f"{proc}/{pid}/ns/user").st_ino != os.stat(f"{proc}/self/ns/user").st_ino
+
+
+def root_ids(pid: int, proc: str = "/proc") -> tuple[int, int]:
+    """The host uid and gid that process `pid`'s user namespace maps its root to (else its lowest ids)."""
+    return _mapped(f"{proc}/{pid}/uid_map"), _mapped(f"{proc}/{pid}/gid_map")
+
+
+def _mapped(map_file: str) -> int:
+    with open(map_file) as f:
+        ranges = [tuple(int(x) for x in line.split()) for line in f if line.strip()]
+    for inside, outside, count in ranges:
+        if inside <= 0 < inside + count:
+            return outside - inside
+    if not ranges:
+        raise OSError(22, f"{map_file} maps no ids")
+    return min(ranges)[1]
+
+
 def _node(root: WritableRoot, n: DeviceNode, gid: int, host_fd: int) -> None:
-    """mknod the node; where the kernel refuses for any reason (a user namespace: EPERM, EOVERFLOW for ids it
-    cannot map, ...), bind-mount the host's node instead. A wrong node already there stays an error."""
+    """mknod the node; where the kernel refuses for any reason (EPERM, EOVERFLOW for ids it cannot map, ...),
+    bind-mount the host's node instead. A wrong node already there stays an error."""
     try:
         root.mknod(n.path, n.kind, n.major, n.minor, n.mode, n.uid, gid)
     except OSError:
         bind_mount(host_fd, root, n.path, readonly=False)
+
+
+def _bind_nodes(root: WritableRoot, nodes: tuple[DeviceNode, ...], sources: dict[str, int],
+                owner: tuple[int, int]) -> None:
+    """A container with a user namespace: the host's nodes bind-mounted, as runc does there (its /dev is a tmpfs of
+    that namespace, where the kernel opens no device node), their mount points made as the container's root (host
+    root is not mapped there: what it creates fails with EOVERFLOW)."""
+    before = syscalls.set_fs_ids(*owner)
+    try:
+        for n in nodes:
+            bind_mount(sources[n.path], root, n.path, readonly=False)
+    finally:
+        syscalls.set_fs_ids(*before)

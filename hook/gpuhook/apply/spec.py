@@ -12,6 +12,7 @@ from gpuhook.errors import SpecError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
     Spec = dict[str, Any]
@@ -110,6 +111,17 @@ def apply_with(spec: Spec, edits: Edits, ctx: SpecContext) -> Spec:
     out: Spec = marshal.loads(marshal.dumps(spec))  # a deep copy; JSON values are all marshal knows
     edits.apply_to(out, ctx)
     return out
+
+
+def drop_hooks(spec: Spec, stage: str, matches: Callable[[object], bool]) -> None:
+    """Remove the `stage` hooks `matches` picks from `spec` (a copy being edited); the stage goes if emptied."""
+    hooks = spec.get("hooks") or {}
+    kept = [h for h in hooks.get(stage) or [] if not matches(h)]
+    if len(kept) != len(hooks.get(stage) or []):
+        if kept:
+            hooks[stage] = kept
+        else:
+            del hooks[stage]
 
 
 def write_atomic(path: str, spec: Spec) -> None:

@@ -19,10 +19,21 @@ def ensure(state_dir: str) -> str:
         return state_dir
     try:
         os.makedirs(state_dir, mode=0o700, exist_ok=True)
-        st = os.lstat(state_dir)
     except OSError as e:
         raise StateError(f"state_dir {state_dir} cannot be made: {e.strerror}: point state_dir at a root-owned "
                          "directory (default /run/gpuhook)") from e
+    check(state_dir)
+    _checked.add(state_dir)
+    return state_dir
+
+
+def check(state_dir: str) -> str:
+    """`state_dir` as it is now, never made nor remembered (a long-running reader checks before each read);
+    StateError when it is missing or not a directory root alone can write."""
+    try:
+        st = os.lstat(state_dir)
+    except OSError as e:
+        raise StateError(f"state_dir {state_dir} cannot be read: {e.strerror}") from e
     if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
         raise StateError(f"state_dir {state_dir} is a symbolic link or not a directory: gpuhook keeps its state "
                          "only in a real directory of root's")
@@ -30,7 +41,6 @@ def ensure(state_dir: str) -> str:
         raise StateError(f"state_dir {state_dir} is owned by uid {st.st_uid} with mode {stat.S_IMODE(st.st_mode):o}: "
                          "gpuhook trusts only state no one but root can write (chown root, chmod go-w) or set "
                          "state_dir elsewhere")
-    _checked.add(state_dir)
     return state_dir
 
 

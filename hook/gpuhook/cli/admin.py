@@ -81,8 +81,20 @@ def _parser() -> argparse.ArgumentParser:
     out.add_argument("--output-dir", default="/etc/cdi", help="one gpuhook-<vendor> file per vendor here")
     gen.add_argument("--format", choices=("json", "yaml"), default="json")
     gen.add_argument("--capabilities", default="compute,utility", help="NVIDIA driver capabilities to mount")
-    gen.add_argument("--cdi-version", help="write this cdiVersion (older clients: drops what it cannot carry)")
+    gen.add_argument("--cdi-version", help="write this cdiVersion (default: the lowest the spec needs, capped at the "
+                     "highest every installed CDI consumer parses; drops what it cannot carry and says so)")
+    gen.add_argument("--if-changed", action="store_true", help="leave a spec file alone (same mtime) when what it "
+                     "holds is what would be written: driver files and version, GPUs, nodes (the systemd unit's mode)")
+    engine_help = ("a CDI consumer's release instead of the installed ones (podman=4.3.1, containerd=1.7.13, "
+                   "docker=25.0.3, crio=1.28.1; repeat it; none for no consumer)")
+    gen.add_argument("--engine", action="append", metavar="ENGINE=VERSION", help=engine_help)
     gen.set_defaults(func=lambda a: _cdi().generate(a))
+    val = cdi_sub.add_parser("validate", help="parse CDI specs as the installed engines do and print the errors they "
+                             "hide (unknown fields, versions, kinds, names, missing host files, conflicts)")
+    val.add_argument("files", nargs="*", metavar="FILE", help="spec files (default: every spec in /etc/cdi and "
+                     "/var/run/cdi)")
+    val.add_argument("--engine", action="append", metavar="ENGINE=VERSION", help=engine_help)
+    val.set_defaults(func=lambda a: _cdi_validate().validate(a))
     lst = cdi_sub.add_parser("list", help="the CDI devices gpuhook's specs offer")
     lst.add_argument("--spec-dir", action="append", help="where specs are (default /etc/cdi and /var/run/cdi)")
     lst.set_defaults(func=lambda a: _cdi().list_specs(a))
@@ -104,6 +116,13 @@ def _parser() -> argparse.ArgumentParser:
     dp.add_argument("--kubelet-dir", help="the kubelet's device plugin directory (default: [kubernetes] "
                     "kubelet_dir, /var/lib/kubelet/device-plugins)")
     dp.set_defaults(func=_device_plugin)
+    ex = sub.add_parser("exporter", help="Prometheus metrics: the GPUs, the containers (and pods) holding them, "
+                        "tuning, leases, health, telemetry (run by a DaemonSet or a systemd unit)")
+    ex.add_argument("--listen", help="host:port to serve /metrics on (default: [exporter] listen, 127.0.0.1:9835)")
+    ex.add_argument("--textfile", metavar="DIR", help="write DIR/gpuhook.prom for node_exporter's textfile "
+                    "collector every [exporter] interval instead of serving HTTP (default: [exporter] textfile_dir)")
+    ex.add_argument("--once", action="store_true", help="one scrape: write the textfile once, or print the metrics")
+    ex.set_defaults(func=_exporter)
     g = sub.add_parser("gc", help="release tuning held by containers that are gone, and restore the originals")
     g.set_defaults(func=lambda a: _tuning().gc(a))
     st = sub.add_parser("status", help="show the tuning ledger: GPU, setting, original, current, holders")
@@ -113,6 +132,12 @@ def _parser() -> argparse.ArgumentParser:
     doc = sub.add_parser("doctor", help="check the host and the GPU containers gpuhook set up (exit 0 ok, 1 warnings, "
                          "2 failures)")
     doc.set_defaults(func=_doctor)
+    sy = sub.add_parser("system", help="host set-up the GPU containers need")
+    sy_sub = sy.add_subparsers(metavar="ACTION")
+    dcl = sy_sub.add_parser("create-dev-char-links", help="make /dev/char/MAJOR:MINOR links to the GPUs' nodes (as "
+                            "udev does; systemd's cgroup driver needs them to keep GPUs across daemon-reload)")
+    dcl.add_argument("--dry-run", action="store_true", help="say what would be made, make nothing")
+    dcl.set_defaults(func=_dev_char_links)
     v = sub.add_parser("version", help="print the version")
     v.set_defaults(func=lambda _a: print(f"gpuhook {__version__}") or 0)
     return p
@@ -224,6 +249,13 @@ def _device_plugin(args: argparse.Namespace) -> int:
     return run(config, args.kubelet_dir or config.kubernetes.kubelet_dir)
 
 
+def _exporter(args: argparse.Namespace) -> int:
+    from gpuhook.config import load
+    from gpuhook.metrics.exporter import run
+
+    return run(load(), args.listen, args.textfile, args.once)
+
+
 def _doctor(args: argparse.Namespace) -> int:
     from gpuhook.cli.doctor import run_checks
     from gpuhook.config import load
@@ -233,6 +265,12 @@ def _doctor(args: argparse.Namespace) -> int:
         print(f"{f.level:5} {f.what}" + (f"\n      fix: {f.fix}" if f.fix else ""))
     levels = {f.level for f in findings}
     return 2 if "fail" in levels else 1 if "warn" in levels else 0  # as monitoring checks report
+
+
+def _dev_char_links(args: argparse.Namespace) -> int:
+    from gpuhook.cli.system_commands import create_dev_char_links
+
+    return create_dev_char_links(args.dry_run)
 
 
 def _hook(stage: str | None, folders: list[str]) -> int:
@@ -257,3 +295,9 @@ def _cdi() -> Any:
     from gpuhook.cli import cdi_commands
 
     return cdi_commands
+
+
+def _cdi_validate() -> Any:
+    from gpuhook.cli import cdi_validate
+
+    return cdi_validate

@@ -1,4 +1,4 @@
-"""`gpuhook cdi generate` and `gpuhook cdi list`."""
+"""`gpuhook cdi generate` and `gpuhook cdi list` (`cdi validate`: cdi_validate.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import sys
 
 from gpuhook.apply.cdi import build, to_yaml
 from gpuhook.atomic import write_text
+from gpuhook.cli.cdi_files import SPEC_DIRS
 from gpuhook.config import load
 from gpuhook.configfile import config_path
 from gpuhook.errors import CdiError
@@ -20,7 +21,10 @@ from gpuhook.vendors.registry import all_vendors
 
 
 def generate(args: argparse.Namespace) -> int:
-    """`gpuhook cdi generate`: one spec per vendor, or the one asked. Writes files."""
+    """`gpuhook cdi generate`: one spec per vendor, or the one asked, in the cdiVersion the installed CDI consumers
+    parse; with --if-changed a file whose text would not change is left alone. Runs `--version`s; writes files."""
+    from gpuhook.cli.cdi_files import describe, installed_readers
+
     config = load()
     caps = frozenset(CAPABILITIES) if args.capabilities == "all" else frozenset(args.capabilities.split(","))
     inventory = discover(Root(config.host_root))
@@ -30,16 +34,21 @@ def generate(args: argparse.Namespace) -> int:
     if args.output and len(wanted) > 1:
         raise CdiError("--output writes one spec: add --vendor nvidia or --vendor amd (or use --output-dir)")
     gpuhook_bin = os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), "gpuhook")
+    readers = installed_readers(args.engine)
+    print(f"gpuhook cdi: {describe(readers)}", file=sys.stderr if args.output == "-" else sys.stdout)
     for vendor in wanted:
         spec, warnings = build(vendor, inventory.vendor(vendor.NAME), inventory.root, caps, gpuhook_bin,  # type: ignore[arg-type]
-                               config_path()[0], args.cdi_version, config.hook_timeout)
+                               config_path()[0], args.cdi_version, config.hook_timeout, readers)
+        text = to_yaml(spec) + "\n" if args.format == "yaml" else json.dumps(spec, indent=2) + "\n"
+        path = args.output or os.path.join(args.output_dir, f"gpuhook-{vendor.NAME}.{args.format}")
+        if args.if_changed and path != "-" and _holds(path, text):  # said when it was written
+            print(f"unchanged {path}: {spec['kind']} is as the host has it (cdiVersion {spec['cdiVersion']})")
+            continue
         for w in warnings:
             print(f"gpuhook cdi: warning: {w}", file=sys.stderr)
-        text = to_yaml(spec) + "\n" if args.format == "yaml" else json.dumps(spec, indent=2) + "\n"
-        if args.output == "-":
+        if path == "-":
             sys.stdout.write(text)
             continue
-        path = args.output or os.path.join(args.output_dir, f"gpuhook-{vendor.NAME}.{args.format}")
         try:
             write_text(path, text, make_dirs=True)
         except OSError as e:
@@ -48,10 +57,19 @@ def generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _holds(path: str, text: str) -> bool:
+    """Whether the file at `path` already holds exactly `text` (then --if-changed leaves it, and its mtime, alone)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(text.encode()) + 1) == text.encode()
+    except OSError:
+        return False
+
+
 def list_specs(args: argparse.Namespace) -> int:
     """`gpuhook cdi list`: the devices of gpuhook's specs; 1 when a spec is malformed (named on stderr)."""
     found, broken = 0, 0
-    for directory in args.spec_dir or ["/etc/cdi", "/var/run/cdi"]:
+    for directory in args.spec_dir or SPEC_DIRS:
         for path in sorted(glob.glob(os.path.join(directory, "gpuhook-*.json"))):
             try:
                 devices = _devices(path)

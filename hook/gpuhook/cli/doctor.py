@@ -9,7 +9,7 @@ from gpuhook.config import Config
 from gpuhook.errors import GpuhookError
 from gpuhook.frozen import frozen
 from gpuhook.host.discover import discover
-from gpuhook.host.inventory import VendorInventory
+from gpuhook.host.inventory import Inventory, VendorInventory
 from gpuhook.host.root import Root
 from gpuhook.vendors.registry import get
 
@@ -43,6 +43,8 @@ def run_checks(config: Config) -> list[Finding]:
     out.append(state)
     out += _runtime(config.runtime)
     out += _engines()
+    out += stale_cdi_specs(inventory)
+    out += _daemon_reload(config, inventory)
     if state.level != "fail":  # records in a state_dir that cannot be trusted are not read
         out += stale_containers(config.state_dir, loaded)
     return out
@@ -87,6 +89,12 @@ def _runtime(runtime: str) -> list[Finding]:
                         "creates mount targets can make it create empty files or directories outside the container)",
                         "upgrade runc to 1.1.14 or later")]
     return [Finding("ok", f"runtime {path}: {text}")]
+
+
+def _daemon_reload(config: Config, inventory: Inventory) -> list[Finding]:
+    from gpuhook.cli.doctor_reload import checks
+
+    return checks(config, inventory)
 
 
 def _state_dir(state_dir: str) -> Finding:
@@ -136,3 +144,26 @@ def stale_containers(state_dir: str, loaded: dict[str, str]) -> list[Finding]:
                                      f"but the loaded kernel module is {now}",
                                      f"restart container {rec.id} so that it gets the {now} libraries"))
     return found or [Finding("ok", "no running GPU container carries an old driver's libraries")]
+
+
+def stale_cdi_specs(inventory: Inventory) -> list[Finding]:
+    """gpuhook's CDI specs (in /etc/cdi and /var/run/cdi) that no longer fit the loaded driver: another version's
+    driver files, other device nodes or GPUs. Reads the spec files."""
+    from gpuhook.apply.cdi import is_ours, stale
+    from gpuhook.cli.cdi_files import read_spec, spec_files
+    from gpuhook.errors import CdiError
+    from gpuhook.vendors.registry import all_vendors
+
+    out = []
+    for path in spec_files():
+        try:
+            spec = read_spec(path)
+        except CdiError:
+            continue  # not readable here (YAML without PyYAML, another tool's broken file): cdi validate says why
+        for vendor in (v for v in all_vendors() if is_ours(spec, v)):
+            fix = (f"gpuhook cdi generate --vendor {vendor.NAME} --output {path} (or enable gpuhook-cdi-refresh.path "
+                   "to have it done after driver changes)")
+            reasons = stale(spec, vendor, inventory.vendor(vendor.NAME), inventory.root)
+            out += [Finding("warn", f"CDI spec {path} is stale: {why}", fix) for why in reasons] or [
+                Finding("ok", f"CDI spec {path} fits the loaded {vendor.LABEL} driver")]
+    return out

@@ -25,13 +25,14 @@ if TYPE_CHECKING:
     from gpuhook.plan.prepare import Prepared
 
 STAGES = ("prestart", "createRuntime", "poststop", "update-ldcache")
-_MAX_STATE = 1 << 20  # runc's state is a few hundred bytes; more is not a state
+MAX_STATE = 1 << 20  # runc's state is a few hundred bytes; more is not a state
 
 
-def main(stage: str | None, folders: list[str] | None = None) -> int:
-    """Run one hook stage (detected from the state's status when not given); 0 on success."""
+def main(stage: str | None, folders: list[str] | None = None, data: bytes | None = None) -> int:
+    """Run one hook stage (detected from the state's status when not given) on the OCI state on stdin (or `data`,
+    already read from it); 0 on success."""
     try:
-        state = fastjson.loads(sys.stdin.buffer.read(_MAX_STATE))
+        state = fastjson.loads(sys.stdin.buffer.read(MAX_STATE) if data is None else data)
         if not isinstance(state, dict):
             raise ValueError("not a JSON object")
     except (ValueError, RecursionError) as e:
@@ -51,8 +52,21 @@ def main(stage: str | None, folders: list[str] | None = None) -> int:
             _prestart(state)
     except (GpuhookError, OSError, ValueError) as e:
         print(f"{name}: {e}", file=sys.stderr)
+        _count_refusal(e)
         return 1
     return 0
+
+
+def _count_refusal(error: BaseException) -> None:
+    """The container is refused: count it by the error's class, in the config's state_dir (a config that cannot
+    be read is not counted: its state_dir is unknown). Appends to a state file; never raises."""
+    from gpuhook.apply import counters
+
+    try:
+        state_dir = load().state_dir
+    except (GpuhookError, OSError, ValueError):
+        return
+    counters.bump(state_dir, counters.REFUSED, counters.reason(error))
 
 
 def _prestart(state: dict[str, object]) -> None:
@@ -95,15 +109,26 @@ def _give(spec: Spec, bundle: str, config: Config, cid: str, pid: int, prepared:
         log.warning("hook", detail=w)
     user = (spec.get("process") or {}).get("user") or {}
     gids = {int(user.get("gid", 0)), *(int(g) for g in user.get("additionalGids") or [])}
-    live.apply(todo, pid, rootfs(spec, bundle), config.host_root, config.ldconfig, int(user.get("uid", 0)), gids,
-               config.hook_timeout, config.state_dir, prepared.edits.mounts)
+    swap = live.apply(todo, pid, rootfs(spec, bundle), config.host_root, config.ldconfig, int(user.get("uid", 0)),
+                      gids, config.hook_timeout, config.state_dir, prepared.edits.mounts, spec)
+    if swap is not None:  # cgroup v2: the runtime's device filter replaced by gpuhook's
+        log.info("device filter", cgroup=swap.cgroup, old=list(swap.old), new=swap.new)
+    from gpuhook.request.container import pod_identity
+
+    pod, namespace, name = pod_identity(spec.get("annotations") or {})
     record = containers.ContainerRecord(cid, prepared.drivers, "", pid, start_time(pid), prepared.gpus,
-                                        copies=tuple(o.source for o in prepared.edits.proc_overlays))
+                                        copies=tuple(o.source for o in prepared.edits.proc_overlays), pod=pod,
+                                        namespace=namespace, container=name)
+    by_shim = containers.recorded(config.state_dir, cid)  # then the shim prepared it, and counted it
     containers.save(config.state_dir, record)
     if not prepared.exclusive:  # an exclusive holder checks the records under the ledger's lock
         from gpuhook.cli.inject import recheck_leases
 
         recheck_leases(config.state_dir, record)
+    if not by_shim:
+        from gpuhook.cli.inject import count_prepared
+
+        count_prepared(config.state_dir, prepared)
     log.info("applied live", devices=[n.path for n in todo.device_nodes], mounts=len(todo.mounts),
              rules=len(todo.device_rules))
     if prepared.settings or prepared.exclusive:

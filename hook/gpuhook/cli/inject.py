@@ -20,7 +20,8 @@ from gpuhook.host.facts import gather
 from gpuhook.host.root import Root
 from gpuhook.plan.prepare import Prepared, asks, decide, survey, vendors_to_discover
 from gpuhook.plan.tuning import check_policy
-from gpuhook.request.container import env_map, parse_request
+from gpuhook.request.container import env_map, parse_request, pod_identity
+from gpuhook.request.docker_flag import gpus_flag
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -41,7 +42,8 @@ def prepare(spec: Spec, bundle: str, config: Config, log: Any, gpuhook_bin: str 
 
     env = env_map((spec.get("process") or {}).get("env") or [])
     annotations = spec.get("annotations") or {}
-    request = parse_request(annotations, env, config.policy.accept_env_requests)
+    request = parse_request(annotations, env, config.policy.accept_env_requests, gpus_flag(spec.get("hooks")),
+                            config.policy.gpus_any_vendor)
     if request.allocation or config.policy.requests == "allocated":
         request = _authorized(request, annotations, config, container_id)
     if not asks(request):
@@ -210,9 +212,10 @@ def edited_spec(spec: Spec, bundle: str, container_id: str, table: dict[str, Any
 
 def _edited(spec: Spec, bundle: str, container_id: str, config: Config,
             runtime_root: str) -> tuple[Spec | None, tuple[str, ...]]:
-    from gpuhook.apply.spec import apply_with, rootfs
+    from gpuhook.apply.spec import apply_with, drop_hooks, rootfs
     from gpuhook.edits import SpecContext
     from gpuhook.errors import ConfigError
+    from gpuhook.request.docker_flag import is_gpus_hook
 
     here = os.path.dirname(os.path.abspath(sys.argv[0]))
     gpuhook_bin = os.path.join(here, "gpuhook")
@@ -229,12 +232,24 @@ def _edited(spec: Spec, bundle: str, container_id: str, config: Config,
     ctx = SpecContext(rootfs(spec, bundle), config.ldconfig, config.hook_timeout, config.state_dir,
                       os.path.join(here, "gpuhook-ldcache"), gpuhook_bin, config.path)
     new = apply_with(spec, prepared.edits, ctx)
+    drop_hooks(new, "prestart", is_gpus_hook)  # Docker's --gpus hook: its work is done (a hook would not know)
     from gpuhook.host.processes import start_time
 
     me = os.getpid()  # the runtime is exec'd in this very process: it creates the container as `me`
     copies = tuple(o.source for o in prepared.edits.proc_overlays)
+    pod, namespace, name = pod_identity(spec.get("annotations") or {})
     record = containers.ContainerRecord(container_id, prepared.drivers, runtime_root, gpus=prepared.gpus, creator=me,
-                                        creator_start=start_time(me), copies=copies)
+                                        creator_start=start_time(me), copies=copies, pod=pod, namespace=namespace,
+                                        container=name)
     containers.save(config.state_dir, record)
     recheck_leases(config.state_dir, record)
+    count_prepared(config.state_dir, prepared)
     return new, prepared.warnings
+
+
+def count_prepared(state_dir: str, prepared: Prepared) -> None:
+    """One more container prepared, for each vendor it got (the exporter's counter). Appends to state files."""
+    from gpuhook.apply import counters
+
+    for vendor in dict.fromkeys(v for v, _ in prepared.drivers):
+        counters.bump(state_dir, counters.PREPARED, vendor)

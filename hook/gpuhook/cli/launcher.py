@@ -13,7 +13,8 @@ import sys
 from gpuhook.atomic import write_text
 
 ENTRIES = {"gpuhook": "gpuhook.cli.admin", "gpuhook-runtime": "gpuhook.cli.shim",
-           "gpuhook-runtime-py": "gpuhook.cli.shim"}
+           "gpuhook-runtime-py": "gpuhook.cli.shim",
+           "nvidia-container-runtime-hook": "gpuhook.cli.nvidia_hook"}  # Docker's --gpus runs it (cli/nvidia_hook.py)
 
 
 def write_launchers(dest: str, python: str, path_entries: list[str]) -> dict[str, str]:

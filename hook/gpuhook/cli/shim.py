@@ -69,6 +69,7 @@ class RuncArgs:
 def main() -> NoReturn:
     """Entry point of gpuhook-runtime: maybe edit config.json, then exec the runtime."""
     args = RuncArgs(sys.argv[1:])
+    table: dict[str, object] | None = None  # once the config is read: where a refusal is counted
     try:
         path, explicit = config_path()
         table, validated = read_config(path, explicit)
@@ -79,11 +80,14 @@ def main() -> NoReturn:
         if args.command in ("create", "run"):
             _maybe_inject(args, table, path, validated)
     except GpuhookError as e:
+        _count_refusal(table, e)
         _fail(args, str(e))
     except OSError as e:  # a full or read-only state_dir, a vanished bundle: say which file
+        _count_refusal(table, e)
         where = f"{e.filename}: " if e.filename else ""
         _fail(args, f"{where}{e.strerror or e}; config.json was not changed")
     except Exception as e:  # fail closed: never start a GPU container half-understood
+        _count_refusal(table, e)
         _fail(args, f"internal error ({type(e).__name__}: {e}); config.json was not changed, please report this")
     try:
         os.execv(runtime, [runtime, *sys.argv[1:]])
@@ -118,6 +122,17 @@ def _maybe_inject(args: RuncArgs, table: dict[str, object], path: str, validated
         _say(f"gpuhook-runtime: warning: {w}")
     if new is not None:
         spec.write_atomic(spec_path, new)
+
+
+def _count_refusal(table: dict[str, object] | None, error: BaseException) -> None:
+    """One more refused container, by the error's class (the exporter's counter), in the config's state_dir; not
+    counted when the config itself could not be read. Appends to a state file; never raises."""
+    state_dir = (table or {}).get("state_dir", "/run/gpuhook")
+    if table is None or not isinstance(state_dir, str) or not state_dir.startswith("/"):
+        return
+    from gpuhook.apply import counters
+
+    counters.bump(state_dir, counters.REFUSED, counters.reason(error))
 
 
 def find_runtime(name: str) -> str:

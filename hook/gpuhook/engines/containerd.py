@@ -5,7 +5,8 @@ Which annotations reach the runtime is the kubelet's authority made concrete: `c
 the allocation key, which only the device plugin's Allocate answer carries (the kubelet puts it on the
 container); `pod_annotations` passes every other gpuhook.dev/ key by name (a pod author's GPU request reaches
 gpuhook and is refused with how to ask, tuning requests reach it too) but never the allocation key, so no pod
-annotation can pose as an allocation. CDI is turned on where containerd has it (1.7 and later).
+annotation can pose as an allocation. CDI is turned on where containerd has it (1.7 and later). k3s's and RKE2's
+Go templates of the file (config.toml.tmpl, config-v3.toml.tmpl) are containerd_template.py's.
 """
 
 from __future__ import annotations
@@ -19,10 +20,15 @@ from gpuhook.request.container import ALLOCATION, PREFIX, pod_keys
 CRI = {2: "io.containerd.grpc.v1.cri", 3: "io.containerd.cri.v1.runtime"}
 
 
-def edit(old: str, wanted: Wanted) -> str:
-    """config.toml text with the gpuhook runtime (and default_runtime_name when asked)."""
+def edit(old: str, wanted: Wanted, path: str = "") -> str:
+    """config.toml text with the gpuhook runtime (and default_runtime_name when asked); a Go template of it (k3s,
+    RKE2: a .tmpl file, or text with {{ }}) gets gpuhook's block (containerd_template)."""
     import tomlkit
 
+    from gpuhook.engines import containerd_template
+
+    if containerd_template.is_template(path, old):
+        return containerd_template.edit(old, wanted, path)
     try:
         doc = tomlkit.parse(old)
     except Exception as e:  # tomlkit raises several parse error types
@@ -33,6 +39,21 @@ def edit(old: str, wanted: Wanted) -> str:
                                 "(`containerd config migrate` converts older files)")
     if not old.strip():
         doc["version"] = version
+    containerd = add_runtime(doc, version, wanted)
+    if wanted.set_default:
+        containerd["default_runtime_name"] = "gpuhook"
+    if wanted.cdi and version == 2:  # containerd 2 (config version 3) has CDI on by default
+        cri = doc["plugins"][CRI[version]]
+        cri["enable_cdi"] = True
+        if "cdi_spec_dirs" not in cri:
+            cri["cdi_spec_dirs"] = ["/etc/cdi", "/var/run/cdi"]
+    return tomlkit.dumps(doc)
+
+
+def add_runtime(doc: Any, version: int, wanted: Wanted) -> Any:
+    """Put the gpuhook runtime table into a tomlkit document of config `version`; return its containerd table."""
+    import tomlkit
+
     containerd = _table(_table(_table(doc, "plugins"), CRI[version]), "containerd")
     runtime = tomlkit.table()
     runtime["runtime_type"] = "io.containerd.runc.v2"
@@ -42,14 +63,7 @@ def edit(old: str, wanted: Wanted) -> str:
     options["BinaryName"] = wanted.shim
     runtime["options"] = options
     _table(containerd, "runtimes")["gpuhook"] = runtime
-    if wanted.set_default:
-        containerd["default_runtime_name"] = "gpuhook"
-    if wanted.cdi and version == 2:  # containerd 2 (config version 3) has CDI on by default
-        cri = doc["plugins"][CRI[version]]
-        cri["enable_cdi"] = True
-        if "cdi_spec_dirs" not in cri:
-            cri["cdi_spec_dirs"] = ["/etc/cdi", "/var/run/cdi"]
-    return tomlkit.dumps(doc)
+    return containerd
 
 
 def supports_cdi(version_output: str) -> bool:

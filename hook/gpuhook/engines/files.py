@@ -26,7 +26,7 @@ class Outcome:
 def configure(engine: str, path: str, wanted: Wanted, dry_run: bool = False) -> Outcome:
     """Register gpuhook in `path`. Writes the file (and its backup) unless dry_run."""
     old = _read(path)
-    new = render(engine, old or "", wanted)
+    new = render(engine, old or "", wanted, path)
     diff = "".join(difflib.unified_diff((old or "").splitlines(True), new.splitlines(True), path, path))
     if new == old:
         return Outcome(path, False, "", f"{path} already registers gpuhook: nothing to do")
@@ -34,7 +34,7 @@ def configure(engine: str, path: str, wanted: Wanted, dry_run: bool = False) -> 
         return Outcome(path, False, diff, "dry run: nothing was written")
     _backup(path, old)
     _write(path, new)
-    return Outcome(path, True, diff, RESTART[engine])
+    return Outcome(path, True, diff, _restart(engine, path, new))
 
 
 def revert(engine: str, path: str, dry_run: bool = False) -> Outcome:
@@ -46,7 +46,8 @@ def revert(engine: str, path: str, dry_run: bool = False) -> Outcome:
             if os.path.exists(path):
                 os.unlink(path)
             os.unlink(path + SUFFIX + ".absent")
-        return Outcome(path, not dry_run, diff, RESTART[engine] if not dry_run else "dry run: nothing was written")
+        return Outcome(path, not dry_run, diff, _restart(engine, path, current) if not dry_run
+                       else "dry run: nothing was written")
     if not os.path.exists(path + SUFFIX):
         return Outcome(path, False, "", f"gpuhook has no backup of {path}: nothing to revert")
     with open(path + SUFFIX) as f:
@@ -55,7 +56,15 @@ def revert(engine: str, path: str, dry_run: bool = False) -> Outcome:
     if not dry_run:
         _write(path, original)
         os.unlink(path + SUFFIX)
-    return Outcome(path, not dry_run, diff, RESTART[engine] if not dry_run else "dry run: nothing was written")
+    return Outcome(path, not dry_run, diff, _restart(engine, path, current) if not dry_run
+                   else "dry run: nothing was written")
+
+
+def _restart(engine: str, path: str, text: str) -> str:
+    """What to restart for `engine` to see the change (k3s and RKE2 for their containerd templates)."""
+    from gpuhook.engines.containerd_template import is_template, restart_hint
+
+    return restart_hint(path) if engine == "containerd" and is_template(path, text) else RESTART[engine]
 
 
 def _read(path: str) -> str | None:

@@ -34,8 +34,9 @@ class Wanted:
     cdi: bool = False
 
 
-def render(engine: str, old: str, wanted: Wanted) -> str:
-    """The config text with gpuhook registered. Pure; EngineConfigError when `old` cannot be read."""
+def render(engine: str, old: str, wanted: Wanted, path: str = "") -> str:
+    """The config text with gpuhook registered (`path` tells a template from the file itself). Pure;
+    EngineConfigError when `old` cannot be read."""
     if engine == "docker":
         from gpuhook.engines import docker
 
@@ -43,7 +44,7 @@ def render(engine: str, old: str, wanted: Wanted) -> str:
     if engine == "containerd":
         from gpuhook.engines import containerd
 
-        return containerd.edit(old, wanted)
+        return containerd.edit(old, wanted, path)
     if engine == "crio":
         from gpuhook.engines import crio
 

@@ -1,11 +1,13 @@
 """What the device plugin advertises: one device per GPU, or `replicas` shares of it (time-slicing), each
-Healthy only while discovery sees the GPU, its device nodes exist and its driver is loaded. Pure: derived from
-the same discovery the runtime uses, tested with literals.
+Healthy only while discovery sees the GPU, its device nodes exist and its driver is loaded (host/health.py, the
+rule the exporter's gpuhook_gpu_healthy shares). Pure: derived from the same discovery the runtime uses, tested
+with literals.
 """
 
 from __future__ import annotations
 
 from gpuhook.frozen import frozen
+from gpuhook.host.health import problem, vanished
 from gpuhook.plan.allocate import Unit, pick
 
 TYPE_CHECKING = False
@@ -42,10 +44,10 @@ def advertise(inv: VendorInventory | None, replicas: int, numa: Mapping[str, int
     out: dict[str, Device] = {}
     for gpu in inv.gpus if inv is not None else ():
         key = gpu_key(gpu.uuid, gpu.pci)
-        why = f"device node {gpu.missing[0]} is missing" if gpu.missing else ""
+        why = problem(gpu)
         for share in _share_ids(key, replicas):
             out[share] = Device(share, key, gpu.index, numa.get(gpu.pci, -1), not why, why)
-    gone = "the driver is not loaded" if inv is None else "discovery no longer sees this GPU"
+    gone = vanished(inv is not None)
     for old in known:
         if old.id not in out:
             out[old.id] = Device(old.id, old.gpu, old.index, old.numa, False, gone)

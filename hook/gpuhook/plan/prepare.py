@@ -61,8 +61,9 @@ def asks(request: Request) -> bool:
 
 
 def vendors_to_discover(request: Request) -> frozenset[str] | None:
-    """The vendors the request names when every selection names one (only they need discovering), else None."""
-    named = frozenset(s.vendor or "" for s in request.selections)
+    """The vendors the request names when every selection names one (only they need discovering), else None; a
+    --gpus selection another vendor may serve ([policy] gpus_any_vendor) names none."""
+    named = frozenset("" if s.any_vendor or not s.vendor else s.vendor for s in request.selections)
     return named if request.wants_gpus and "" not in named else None
 
 

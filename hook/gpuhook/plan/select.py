@@ -6,6 +6,7 @@ from gpuhook.edits import Edits, merge
 from gpuhook.errors import PlanError
 from gpuhook.host.inventory import Gpu, Inventory, VendorInventory
 from gpuhook.request.container import Request, Selection
+from gpuhook.request.docker_flag import SOURCE as FLAG_SOURCE
 from gpuhook.vendors.registry import Vendor, all_vendors
 
 Selected = tuple[tuple[VendorInventory, tuple[Gpu, ...]], ...]
@@ -49,9 +50,14 @@ def select(sel: Selection, inventory: Inventory, vendors: dict[str, Vendor]) -> 
 def vendor_for(sel: Selection, inventory: Inventory, vendors: dict[str, Vendor]) -> VendorInventory:
     if sel.vendor is not None:
         inv = inventory.vendor(sel.vendor)
+        others = [v for v in inventory.with_gpus() if v.vendor != sel.vendor]
+        if sel.any_vendor and (inv is None or not inv.gpus) and len(others) == 1:
+            return others[0]  # Docker's --gpus on a host whose GPUs are all another vendor's ([policy] gpus_any_vendor)
         if inv is None:
+            hint = ("; [policy] gpus_any_vendor = true lets --gpus give them" if sel.source == FLAG_SOURCE and others
+                    else "")
             raise PlanError(f"{sel.source}={sel.shown!r} asks for {vendors[sel.vendor].LABEL} GPUs but "
-                            f"{_host_has(inventory, vendors)}")
+                            f"{_host_has(inventory, vendors)}{hint}")
         return inv
     ids = sel.devices or ()
     for vendor in vendors.values():  # identifiers in one vendor's own form (its UUIDs) name that vendor

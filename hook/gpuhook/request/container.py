@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from gpuhook.errors import RequestError
-from gpuhook.frozen import frozen
+from gpuhook.frozen import frozen, replace
+from gpuhook.request.docker_flag import SOURCE as FLAG_SOURCE
 from gpuhook.request.ids import check_length, parse_item
 from gpuhook.request.requirements import is_version
 from gpuhook.request.tuning import KEYS as TUNING_KEYS
 from gpuhook.request.tuning import Tuning, parse_tuning
-from gpuhook.vendors.registry import all_vendors, names
+from gpuhook.vendors.registry import all_vendors, get, names
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ class Selection:
     source: str  # the annotation or env key it came from
     raw: str
     count: int = 0  # gpus=count:N: N GPUs the allocator picks among the free ones
+    any_vendor: bool = False  # Docker's --gpus under [policy] gpus_any_vendor: a host's only vendor serves it
 
     @property
     def shown(self) -> str:
@@ -105,15 +107,32 @@ def workload_key(annotations: Mapping[str, str], container_id: str) -> str:
     return f"{pod}/{name}" if pod and name else container_id
 
 
-def parse_request(annotations: Mapping[str, str], env: Mapping[str, str], accept_env: bool = True) -> Request:
-    """Parse a container's GPU request; annotations win over env, env counts only if `accept_env`."""
+# (pod, namespace, container name): containerd's CRI plugin's annotation first, then CRI-O's
+_IDENTITY_KEYS = (("io.kubernetes.cri.sandbox-name", "io.kubernetes.pod.name"),
+                  ("io.kubernetes.cri.sandbox-namespace", "io.kubernetes.pod.namespace"),
+                  ("io.kubernetes.cri.container-name", "io.kubernetes.container.name"))
+_MAX_NAME = 253  # the longest name Kubernetes gives an object
+
+
+def pod_identity(annotations: Mapping[str, str]) -> tuple[str, str, str]:
+    """(pod, namespace, container name) as the CRI engine annotates them; empty strings outside Kubernetes."""
+    pod, namespace, container = (next((v[:_MAX_NAME] for k in keys if isinstance(v := annotations.get(k), str) and v),
+                                      "") for keys in _IDENTITY_KEYS)
+    return pod, namespace, container
+
+
+def parse_request(annotations: Mapping[str, str], env: Mapping[str, str], accept_env: bool = True,
+                  flag: str | None = None, any_vendor: bool = True) -> Request:
+    """Parse a container's GPU request; annotations win over env, env counts only if `accept_env`. `flag` is the
+    vendor whose Docker --gpus hook the spec carries (request.docker_flag): its env key is then the user's request,
+    honoured even without `accept_env`, for gpuhook.dev/vendor's vendor, or (`any_vendor`) the host's only one."""
     ours = {k[len(PREFIX):]: v for k, v in annotations.items() if k.startswith(PREFIX)}
     for key, value in ours.items():
         if key not in _KNOWN:
             raise RequestError(f"unknown annotation {PREFIX}{key}={value!r}: known keys are "
                                + ", ".join(PREFIX + k for k in _KNOWN))
     vendor = _parse_vendor(ours["vendor"]) if "vendor" in ours else None
-    caps = _capabilities(ours, env, accept_env)
+    caps = _capabilities(ours, env, accept_env or flag is not None)
     rocm = _parse_host_rocm(ours["host-rocm"]) if "host-rocm" in ours else None
     asked = "host-rocm" in ours
     tuning = parse_tuning(ours)
@@ -121,10 +140,22 @@ def parse_request(annotations: Mapping[str, str], env: Mapping[str, str], accept
     if "gpus" in ours:
         sel = _parse_gpus(f"{PREFIX}gpus", ours["gpus"], vendor)
         return Request((sel,) if sel else (), caps, rocm, asked, tuning, allocation)
-    if vendor is not None:
+    flagged = _flag_selection(env, flag, vendor, any_vendor)
+    if vendor is not None and flagged is None:
         raise RequestError(f"annotation {PREFIX}vendor={ours['vendor']!r} needs {PREFIX}gpus "
                            "(e.g. all, 0,1, count:2 or a UUID)")
-    return Request(_env_selections(env, accept_env), caps, rocm, asked, tuning, allocation)
+    others = _env_selections(env, accept_env, skip=flag)
+    return Request((flagged, *others) if flagged else others, caps, rocm, asked, tuning, allocation)
+
+
+def _flag_selection(env: Mapping[str, str], flag: str | None, vendor: str | None,
+                    any_vendor: bool) -> Selection | None:
+    """What Docker's --gpus asked: the flag vendor's env key as dockerd set it (all, 0,1 for a count, device ids)."""
+    flagged = get(flag) if flag is not None else None
+    if flagged is None or flagged.ENV_KEY not in env:
+        return None
+    sel = _parse_gpus(FLAG_SOURCE, env[flagged.ENV_KEY], vendor or flagged.NAME, flagged.NONE_MEANS_DRIVER)
+    return replace(sel, any_vendor=True) if sel and any_vendor and vendor is None else sel
 
 
 def _parse_allocation(raw: str) -> str:
@@ -179,12 +210,12 @@ def _capabilities(ours: Mapping[str, str], env: Mapping[str, str], accept_env: b
     return frozenset(items)
 
 
-def _env_selections(env: Mapping[str, str], accept_env: bool) -> tuple[Selection, ...]:
+def _env_selections(env: Mapping[str, str], accept_env: bool, skip: str | None = None) -> tuple[Selection, ...]:
     if not accept_env:
         return ()
     out = []
     for vendor in all_vendors():
-        if vendor.ENV_KEY in env:
+        if vendor.ENV_KEY in env and skip != vendor.NAME:
             sel = _parse_gpus(vendor.ENV_KEY, env[vendor.ENV_KEY], vendor.NAME, vendor.NONE_MEANS_DRIVER)
             if sel:
                 out.append(sel)

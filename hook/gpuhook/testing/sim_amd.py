@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 
+from gpuhook.testing import sim_telemetry
 from gpuhook.testing import stub_libs as stubs
 from gpuhook.testing.simulate import SIM_STATE, HostSpec, node, pci_device, write
 
@@ -13,6 +14,8 @@ VIDEO_GID = 44
 KFD_MAJOR, DRI_MAJOR = 511, 226
 MI300X_VRAM = 205822885888  # bytes in an MI300X's KFD memory bank (192G as the node labeller rounds it)
 PRODUCT_NAME = "AMD Instinct MI300X OAM"  # amdgpu's product_name, from the board's FRU
+# What the stub amd_smi and the sysfs files report for a GPU nobody set (stubs/amd_smi.c): an idle MI300X
+IDLE = sim_telemetry.Telemetry(0, 296747008, MI300X_VRAM, 140000, 40, 2100)
 
 
 def build(root: str, spec: HostSpec, count: int) -> None:
@@ -62,13 +65,38 @@ def _amdgpu_sysfs(root: str, device: str) -> None:
     write(root, f"{device}/hwmon/hwmon0/power1_cap", "300000000\n")
     write(root, f"{device}/hwmon/hwmon0/power1_cap_max", "750000000\n")
     write(root, f"{device}/product_name", PRODUCT_NAME + "\n")
+    _telemetry_files(root, device, IDLE)
+
+
+def _telemetry_files(root: str, device: str, t: sim_telemetry.Telemetry) -> None:
+    """amdgpu's telemetry files: busy percent, VRAM, and the hwmon's power, junction temperature and sclk."""
+    write(root, f"{device}/gpu_busy_percent", f"{t.utilization}\n")
+    write(root, f"{device}/mem_info_vram_used", f"{t.memory_used}\n")
+    write(root, f"{device}/mem_info_vram_total", f"{t.memory_total}\n")
+    hwmon = f"{device}/hwmon/hwmon0"
+    write(root, f"{hwmon}/power1_average", f"{t.power_mw * 1000}\n")
+    for i, label in ((1, "edge"), (2, "junction"), (3, "mem")):
+        write(root, f"{hwmon}/temp{i}_label", f"{label}\n")
+        write(root, f"{hwmon}/temp{i}_input", f"{t.temperature * 1000 - (5000 if i == 1 else 0)}\n")
+    write(root, f"{hwmon}/freq1_label", "sclk\n")
+    write(root, f"{hwmon}/freq1_input", f"{t.clock_mhz * 1_000_000}\n")
+
+
+def set_telemetry(root: str, index: int, **values: int) -> sim_telemetry.Telemetry:
+    """Change what AMD GPU `index` reports, through the stub amd_smi and amdgpu's sysfs files alike
+    (utilization=%, memory_used=, memory_total= bytes, power_mw=, temperature= C, clock_mhz=)."""
+    now = sim_telemetry.put(root, "amdsmi", index, IDLE, **values)
+    _telemetry_files(root, f"/sys/devices/pci0000:00/0000:{0x80 + index:02x}:00.0", now)
+    return now
 
 
 def _amdsmi(root: str, spec: HostSpec, count: int) -> None:
     """A stub libamd_smi.so with every symbol the amdsmi package binds, where amdsmi looks: /opt/rocm/lib."""
     implemented = {"amdsmi_init", "amdsmi_shut_down", "amdsmi_get_socket_handles", "amdsmi_get_processor_handles",
                    "amdsmi_get_gpu_device_bdf", "amdsmi_get_gpu_perf_level", "amdsmi_set_gpu_perf_level",
-                   "amdsmi_get_power_cap_info", "amdsmi_set_power_cap", "amdsmi_set_gpu_clk_range"}
+                   "amdsmi_get_power_cap_info", "amdsmi_set_power_cap", "amdsmi_set_gpu_clk_range",
+                   "amdsmi_get_gpu_activity", "amdsmi_get_gpu_memory_total", "amdsmi_get_gpu_memory_usage",
+                   "amdsmi_get_power_info", "amdsmi_get_temp_metric", "amdsmi_get_clock_info"}
     rest = "".join(f"int {name}(void) {{ return 2; }}\n" for name in stubs.amdsmi_symbols() if name not in implemented)
     os.makedirs(root + SIM_STATE, exist_ok=True)
     lib = stubs.build("amd_smi.c", "libamd_smi.so", soname="libamd_smi.so",

@@ -6,6 +6,7 @@ import os
 import shutil
 
 from gpuhook.proc import run
+from gpuhook.testing import sim_telemetry
 from gpuhook.testing import stub_libs as stubs
 from gpuhook.testing.simulate import SIM_STATE, HostSpec, node, pci_device, write
 
@@ -28,6 +29,8 @@ NVIDIA_LIBS = {
     "libnvidia-eglcore.so": ("libnvidia-eglcore.so.{v}", "generic.c"),
 }
 NVIDIA_TOOLS = {"nvidia-smi": "nvidia_smi.c", "nvidia-debugdump": "tool.c", "nvidia-cuda-mps-control": "tool.c"}
+# What the stub NVML reports for a GPU without a telemetry line (stubs/nvml.c): an idle H100 80GB HBM3
+IDLE = sim_telemetry.Telemetry(0, 567017472, 85520809984, 72000, 33, 1980)
 
 
 
@@ -69,3 +72,9 @@ def build(root: str, spec: HostSpec, count: int) -> None:
         shutil.copy2(stubs.build(source, name), f"{root}/usr/bin/{name}")
     write(root, "/etc/ld.so.conf", f"{LIB_DIR}\n")
     run([LDCONFIG, "-r", root])  # the host's ldconfig, chrooted into the fake host: links + a real cache
+
+
+def set_telemetry(root: str, index: int, **values: int) -> sim_telemetry.Telemetry:
+    """Change what the stub NVML reports for GPU `index` (utilization=%, memory_used=, memory_total= bytes,
+    power_mw=, temperature= C, clock_mhz=); the rest stays. Takes effect on the next NVML call."""
+    return sim_telemetry.put(root, "nvml", index, IDLE, **values)

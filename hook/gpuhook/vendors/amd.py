@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
     from gpuhook.config import Policy
     from gpuhook.host.root import Root
+    from gpuhook.metrics.telemetry import Source
     from gpuhook.plan.tuning import Setting
     from gpuhook.request.tuning import Tuning
     from gpuhook.testing.simulate import HostSpec
@@ -29,6 +30,7 @@ ENV_KEY = "AMD_VISIBLE_DEVICES"
 NONE_MEANS_DRIVER = False
 CAPABILITIES_ENV = None
 CDI_KIND = "amd.com/gpu"
+DOCKER_GPUS_HOOK = None  # Docker 28.3+ sets AMD_VISIBLE_DEVICES for its "amd" driver, without a hook
 KFD = "/dev/kfd"
 KFD_PROC = "/sys/class/kfd/kfd/proc"  # other tenants' GPU processes
 _NODES = "/sys/class/kfd/kfd/topology/nodes"
@@ -113,6 +115,20 @@ def backend(root: Root) -> Backend:
         except (TuningError, ImportError, OSError, AttributeError, KeyError):
             pass  # an amdsmi package that does not fit the host's library: the kernel's files still work
     return SysfsBackend(root)
+
+
+def telemetry(root: Root, inv: VendorInventory) -> Source:
+    """amdsmi on the host's /opt/rocm/lib/libamd_smi.so where it loads, else amdgpu's sysfs files."""
+    from gpuhook.errors import DiscoveryError
+    from gpuhook.metrics.amd_telemetry import AmdSmiTelemetry, SysfsTelemetry
+
+    rocm = root.resolve("/opt/rocm")
+    if os.path.exists(os.path.join(rocm, "lib/libamd_smi.so")):
+        try:
+            return AmdSmiTelemetry(rocm)
+        except DiscoveryError:
+            pass  # an amdsmi package that does not fit the host's library: the kernel's files still work
+    return SysfsTelemetry(root)
 
 
 def labels(inv: VendorInventory, root: Root, replicas: int) -> dict[str, str]:

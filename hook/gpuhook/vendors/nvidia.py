@@ -1,4 +1,4 @@
-"""NVIDIA: procfs GPUs, /dev/nvidia* nodes, driver libraries and tools per capability; NVML tuning."""
+"""NVIDIA: procfs GPUs, /dev/nvidia* nodes, driver libraries and tools per capability; NVML tuning and telemetry."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
     from gpuhook.config import Policy
     from gpuhook.host.root import Root
+    from gpuhook.metrics.telemetry import Source
     from gpuhook.plan.tuning import Setting
     from gpuhook.request.tuning import Tuning
     from gpuhook.testing.simulate import HostSpec
@@ -29,6 +30,7 @@ ENV_KEY = "NVIDIA_VISIBLE_DEVICES"
 NONE_MEANS_DRIVER = True
 CAPABILITIES_ENV = "NVIDIA_DRIVER_CAPABILITIES"
 CDI_KIND = "nvidia.com/gpu"
+DOCKER_GPUS_HOOK = "nvidia-container-runtime-hook"  # gpuhook ships one: cli/nvidia_hook.py
 _UUID_GROUPS = (8, 4, 4, 4, 12)  # GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx
 
 # Driver libraries (SONAME stems) and tools per capability, after NVIDIA's own container toolkit lists.
@@ -148,15 +150,30 @@ def backend(root: Root) -> Backend:
     from gpuhook.host.discover import discover
     from gpuhook.tuning.nvidia import NvmlBackend
 
-    inv = discover(root, frozenset({NAME})).vendor(NAME)
-    lib = next((f.source for f in (inv.files if inv else ()) if os.path.basename(f.source).startswith(
-        "libnvidia-ml.so.")), None)
+    lib = _nvml_library(discover(root, frozenset({NAME})).vendor(NAME))
     if lib is None:
         raise TuningError(f"no libnvidia-ml under {root.base}: NVIDIA tuning needs the driver's NVML")
     try:
         return NvmlBackend(root.lexical(lib))
     except GpuhookError as e:
         raise TuningError(str(e)) from e
+
+
+def telemetry(root: Root, inv: VendorInventory) -> Source:
+    """NVML, bound to the host root's own libnvidia-ml, held open until closed."""
+    from gpuhook.errors import DiscoveryError
+    from gpuhook.metrics.nvml_telemetry import NvmlTelemetry
+
+    lib = _nvml_library(inv)
+    if lib is None:
+        raise DiscoveryError(f"no libnvidia-ml under {root.base}: NVIDIA telemetry needs the driver's NVML")
+    return NvmlTelemetry(root.lexical(lib))
+
+
+def _nvml_library(inv: VendorInventory | None) -> str | None:
+    """The driver's libnvidia-ml.so.<version> among the files discovery found (host path), if any."""
+    return next((f.source for f in (inv.files if inv else ()) if os.path.basename(f.source).startswith(
+        "libnvidia-ml.so.")), None)
 
 
 def labels(inv: VendorInventory, root: Root, replicas: int) -> dict[str, str]:

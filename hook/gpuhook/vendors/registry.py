@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from gpuhook.edits import DeviceNode, Edits
     from gpuhook.host.inventory import Gpu, VendorInventory
     from gpuhook.host.root import Root
+    from gpuhook.metrics.telemetry import Source
     from gpuhook.plan.tuning import Setting
     from gpuhook.request.tuning import Tuning
     from gpuhook.testing.simulate import HostSpec
@@ -32,7 +33,8 @@ MARKER_SUFFIX = "_VISIBLE_DEVICES"
 
 class Vendor(Protocol):
     """What a vendor module provides. Discovery and the procfs copy read the host; everything else is pure,
-    except `backend` (which the tuning hooks alone call) and `simulate` (the simulator's builder)."""
+    except `backend` (which the tuning hooks alone call), `telemetry` (the exporter's) and `simulate` (the simulator's
+    builder)."""
 
     NAME: str  # as in gpuhook.dev/vendor=
     LABEL: str  # in messages
@@ -41,6 +43,7 @@ class Vendor(Protocol):
     NONE_MEANS_DRIVER: bool  # ENV_KEY=none asks for the driver without any GPU (NVIDIA's convention)
     CAPABILITIES_ENV: str | None  # the env that names driver capabilities, if the vendor has one
     CDI_KIND: str  # e.g. nvidia.com/gpu
+    DOCKER_GPUS_HOOK: str | None  # the prestart hook Docker's --gpus adds with ENV_KEY (request.docker_flag)
 
     def parse_id(self, item: str) -> str | None:
         """The vendor's own identifier form (a UUID) normalised, or None when `item` is not one."""
@@ -74,6 +77,11 @@ class Vendor(Protocol):
 
     def backend(self, root: Root) -> Backend:
         """The tuning backend for this vendor's GPUs under `root` (the caller closes it). Loads libraries."""
+        ...
+
+    def telemetry(self, root: Root, inv: VendorInventory) -> Source:
+        """A telemetry session on this vendor's GPUs under `root`, for the exporter (the caller closes it);
+        GpuhookError when it cannot start. Loads libraries; reads only."""
         ...
 
     def labels(self, inv: VendorInventory, root: Root, replicas: int) -> dict[str, str]:

@@ -56,3 +56,41 @@ def test_yaml_is_block_style_with_json_scalars() -> None:
     text = to_yaml({"a": "x", "b": [{"c": 1, "d": ["e"]}], "f": [], "g": {"h": True}})
     assert text == 'a: "x"\nb:\n  - c: 1\n    d:\n      - "e"\nf: []\ng:\n  h: true'
     assert json.loads(to_yaml("he said \"hi\"")) == 'he said "hi"'
+
+
+def test_the_installed_consumers_cap_the_version_and_the_warning_says_what_to_add(fake_host: FakeHost) -> None:
+    from gpuhook.engines.cdi_readers import reader
+
+    host = fake_host(amd=2)
+    inv = discover(Root(host)).vendor("amd")
+    debian = (reader("podman", "4.3.1"), reader("containerd", "1.6.20"), reader("docker", "20.10.24"))
+    spec, warnings = build(amd, inv, host, CAPS, "/g", "/c", readers=debian)  # type: ignore[arg-type]
+    assert spec["cdiVersion"] == "0.5.0" and "additionalGids" not in spec["containerEdits"]
+    (warning,) = warnings
+    assert "the highest Podman 4.3.1 parses" in warning and "--group-add 109 --group-add 44" in warning
+    assert "supplementalGroups: [109, 44]" in warning and "permissions stay as they are" in warning
+    # all of them parse 0.7.0: nothing is dropped, and nothing higher than the fields need is written
+    spec, warnings = build(amd, inv, host, CAPS, "/g", "/c", readers=(reader("podman", "5.8.1"),))  # type: ignore[arg-type]
+    assert (spec["cdiVersion"], warnings) == ("0.7.0", []) and spec["containerEdits"]["additionalGids"] == [109, 44]
+    # --cdi-version wins, and the consumer that cannot read it is named
+    spec, warnings = build(amd, inv, host, CAPS, "/g", "/c", "0.7.0", readers=debian)  # type: ignore[arg-type]
+    assert spec["cdiVersion"] == "0.7.0" and warnings == ["Podman 4.3.1 cannot parse cdiVersion 0.7.0 (it knows up "
+                                                          "to 0.5.0)"]
+    with pytest.raises(CdiError, match=r"highest Podman 4\.2\.0 parses cannot carry hostPath.*upgrade Podman"):
+        build(amd, inv, host, CAPS, "/g", "/c", readers=(reader("podman", "4.2.0"),))  # type: ignore[arg-type]
+
+
+def test_a_spec_goes_stale_when_the_driver_changes(fake_host: FakeHost) -> None:
+    from gpuhook.apply.cdi import is_ours, stale
+    from gpuhook.testing.simulate import HostSpec, build_host
+
+    host = fake_host(nvidia=2, nvidia_driver="535.54.03")
+    spec, _ = build(nvidia, discover(Root(host)).vendor("nvidia"), host, CAPS, "/g", "/c")  # type: ignore[arg-type]
+    assert is_ours(spec, nvidia) and not is_ours(spec, amd) and not is_ours({"kind": "nvidia.com/gpu"}, nvidia)
+    assert stale(spec, nvidia, discover(Root(host)).vendor("nvidia"), host) == []
+    build_host(host, HostSpec(nvidia=1, nvidia_driver="550.54.15"))  # the driver upgraded, and a GPU went
+    reasons = stale(spec, nvidia, discover(Root(host)).vendor("nvidia"), host)
+    assert "files the loaded NVIDIA driver 550.54.15 does not have (libcuda.so.535.54.03" in reasons[0]
+    assert reasons[1] == "its device nodes are not the host's: /dev/nvidia1"
+    assert reasons[2].startswith("it lists 4 devices where the host has 2 GPU names (gone: 1, GPU-")
+    assert stale(spec, nvidia, None, host) == ["it describes NVIDIA GPUs but no NVIDIA driver is loaded"]

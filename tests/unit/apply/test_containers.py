@@ -72,3 +72,29 @@ def test_state_that_is_not_roots_alone_is_refused(tmp_path: Path) -> None:
     made = tmp_path / "new/state"
     state_dir.ensure(str(made))
     assert oct(made.stat().st_mode & 0o777) == "0o700"
+
+
+def test_pod_identity_round_trips_and_older_records_still_read(tmp_path: Path) -> None:
+    import json
+
+    runtime = tmp_path / "runc"
+    (runtime / "web").mkdir(parents=True)
+    (runtime / "web/state.json").write_text("{}")
+    rec = containers.ContainerRecord("web", (("nvidia", "550.54.15"),), str(runtime), gpus=("GPU-1",), pod="web-0",
+                                     namespace="shop", container="server")
+    containers.save(str(tmp_path), rec)
+    assert containers.live_records(str(tmp_path)) == [rec]
+    path = tmp_path / "containers" / rec.file_name()
+    older = json.loads(path.read_text())
+    for key in ("pod", "namespace", "container"):
+        del older[key]  # a record written before pods were kept
+    path.write_text(json.dumps(older))
+    assert containers.live_records(str(tmp_path)) == [containers.ContainerRecord(
+        "web", (("nvidia", "550.54.15"),), str(runtime), gpus=("GPU-1",))]
+    assert containers.recorded(str(tmp_path), "web") and not containers.recorded(str(tmp_path), "other")
+
+
+def test_stale_drivers() -> None:
+    rec = containers.ContainerRecord("c", (("nvidia", "535.104.05"), ("amd", ""), ("toy", "1")), "")
+    assert rec.stale_drivers({"nvidia": "550.54.15", "amd": "6.7.0"}) == (("nvidia", "535.104.05", "550.54.15"),)
+    assert rec.stale_drivers({"nvidia": "535.104.05"}) == ()

@@ -82,3 +82,20 @@ def test_write_atomic_keeps_mode_and_leaves_no_temp(tmp_path: Path) -> None:
     assert json.loads(path.read_text()) == {"a": 1}
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert os.listdir(tmp_path) == ["config.json"]
+
+
+def test_drop_hooks_takes_only_what_matches() -> None:
+    from gpuhook.apply.spec import drop_hooks
+    from gpuhook.request.docker_flag import is_gpus_hook
+
+    docker = {"path": "/usr/bin/nvidia-container-runtime-hook", "args": ["nvidia-container-runtime-hook", "prestart"]}
+    ours = {"path": "/usr/local/bin/gpuhook", "args": ["gpuhook", "hook", "prestart"]}
+    spec = {"hooks": {"prestart": [docker, ours], "poststop": [docker]}}
+    drop_hooks(spec, "prestart", is_gpus_hook)
+    assert spec == {"hooks": {"prestart": [ours], "poststop": [docker]}}
+    alone = {"hooks": {"prestart": [docker]}}
+    drop_hooks(alone, "prestart", is_gpus_hook)
+    assert alone == {"hooks": {}}
+    untouched: dict[str, object] = {}
+    drop_hooks(untouched, "prestart", is_gpus_hook)
+    assert untouched == {}

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuhook.cli import doctor
+from gpuhook.cli import doctor, doctor_reload
 from gpuhook.cli.doctor import run_checks
 from gpuhook.config import Config
 from gpuhook.engines import registration as engines
@@ -22,6 +22,7 @@ def _levels(findings: list) -> dict[str, str]:  # type: ignore[type-arg]
 def _no_real_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
     """This machine's runc is its own finding (test_runtime_finding); the other tests are about the host tree."""
     monkeypatch.setattr(doctor, "_runtime", lambda runtime: [])
+    monkeypatch.setattr(doctor_reload, "SYSTEMD_RUNNING", "/nonexistent")  # test_doctor_reload.py fakes systemd
 
 
 def test_healthy_host(fake_host: FakeHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

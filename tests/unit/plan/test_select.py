@@ -118,3 +118,34 @@ def test_missing_node_is_an_error_naming_it() -> None:
     inv = VendorInventory("nvidia", "1", (gpu,), ())
     with pytest.raises(PlanError, match="no device node /dev/nvidia0"):
         _plan({"gpuhook.dev/gpus": "0"}, inv=(inv,))
+
+
+DOCKER_GPUS = {"prestart": [{"path": "/usr/bin/nvidia-container-runtime-hook",
+                             "args": ["nvidia-container-runtime-hook", "prestart"]}]}
+FLAG = [  # Docker's --gpus, as the env dockerd sets: (host, env value, [policy] gpus_any_vendor) -> nodes or error
+    ("nvidia host: all", (NV,), "all", True, ["/dev/nvidia0", "/dev/nvidia1"]),
+    ("amd-only host: all", (AMD,), "all", True, ["/dev/dri/renderD128", "/dev/dri/card1", "/dev/dri/renderD129",
+                                                 "/dev/dri/card2"]),
+    ("amd-only host: a count", (AMD,), "0", True, ["/dev/dri/renderD128", "/dev/dri/card1"]),
+    ("amd-only host, nvidia driver without GPUs", (VendorInventory("nvidia", "550.54.15", (), ()), AMD), "1", True,
+     ["/dev/dri/renderD129", "/dev/dri/card2"]),
+    ("mixed host: nvidia", (NV, AMD), "1", True, ["/dev/nvidia1"]),
+    ("amd-only host, policy off", (AMD,), "all", False,
+     "--gpus='all' asks for NVIDIA GPUs but the host has 2 AMD GPUs; [policy] gpus_any_vendor = true lets --gpus"),
+    ("amd-only host: a GPU it lacks", (AMD,), "2", True, "--gpus='2': no AMD GPU 2 on this host (2 AMD GPUs)"),
+]
+
+
+@pytest.mark.parametrize(("inv", "value", "any_vendor", "expected"), [f[1:] for f in FLAG], ids=[f[0] for f in FLAG])
+def test_docker_gpus_flag(inv: tuple[VendorInventory, ...], value: str, any_vendor: bool,
+                          expected: list[str] | str) -> None:
+    from gpuhook.request.docker_flag import gpus_flag
+
+    request = parse_request({}, {"NVIDIA_VISIBLE_DEVICES": value}, flag=gpus_flag(DOCKER_GPUS), any_vendor=any_vendor)
+    if isinstance(expected, str):
+        with pytest.raises(PlanError) as info:
+            plan_edits(request, Inventory("/", inv))
+        assert expected in str(info.value)
+        return
+    nodes = [n.path for n in plan_edits(request, Inventory("/", inv)).device_nodes]
+    assert [n for n in nodes if "nvidiactl" not in n and "uvm" not in n and n != "/dev/kfd"] == expected

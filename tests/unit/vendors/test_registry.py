@@ -1,5 +1,5 @@
 """A third vendor registered from the tests alone goes through request -> discovery -> plan -> spec and CDI,
-tuning, labels and doctor, without any other module knowing its name; an unknown vendor fails loudly."""
+tuning, labels, doctor and the exporter, without any other module knowing its name; an unknown vendor fails loudly."""
 
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ class Toy:
     NONE_MEANS_DRIVER = False
     CAPABILITIES_ENV = None
     CDI_KIND = "toy.example/gpu"
+    DOCKER_GPUS_HOOK = None
 
     def parse_id(self, item: str) -> str | None:
         return item.upper() if item.upper().startswith("TOY-") and item[4:].isalnum() else None
@@ -70,6 +71,20 @@ class Toy:
 
     def backend(self, root: Root) -> object:
         raise NotImplementedError
+
+    def telemetry(self, root: Root, inv: VendorInventory) -> object:
+        from gpuhook.metrics.telemetry import Reading
+
+        class Source:
+            broken = False
+
+            def read(self, gpus: Sequence[Gpu]) -> dict[str, Reading]:
+                return {g.uuid: Reading(power=10.0 + g.index) for g in gpus}
+
+            def close(self) -> None:
+                pass
+
+        return Source()
 
     def labels(self, inv: VendorInventory, root: Root, replicas: int) -> dict[str, str]:
         return {"toyness": "high", "toy.example/gpu.replicas": str(replicas)}
@@ -135,6 +150,20 @@ def test_a_toy_vendor_in_cdi_and_labels(toy_host: Root) -> None:
                                               "toy.example/gpu.replicas": "3",
                                               "gpuhook.feature.node.kubernetes.io/accelerator": "toy",
                                               "gpuhook.feature.node.kubernetes.io/accelerator.toy": "true"}
+
+
+def test_a_toy_vendor_in_the_exporter(toy_host: Root, tmp_path: Path) -> None:
+    from gpuhook.metrics.families import families
+    from gpuhook.metrics.gather import gather
+    from gpuhook.metrics.telemetry import Sessions
+
+    served = {f.name: [(s.labels, s.value) for s in f.samples]
+              for f in families(gather(toy_host, str(tmp_path / "state"), Sessions(toy_host)))}
+    assert [labels["uuid"] for labels, _ in served["gpuhook_gpu_info"]] == ["TOY-0000", "TOY-0001"]
+    assert served["gpuhook_gpu_healthy"] == [({"vendor": "toy", "uuid": "TOY-0000"}, 1),
+                                             ({"vendor": "toy", "uuid": "TOY-0001"}, 1)]
+    assert served["gpuhook_gpu_power_watts"] == [({"vendor": "toy", "uuid": "TOY-0000"}, 10.0),
+                                                 ({"vendor": "toy", "uuid": "TOY-0001"}, 11.0)]
 
 
 def test_an_unknown_vendor_fails_loudly() -> None:

@@ -1,7 +1,8 @@
 /* Stub libamd_smi.so for simulated hosts: the calls gpuhook makes, with state in STUB_STATE (one line per
    GPU: index perf_level power_cap_uW sclk_lo sclk_hi), changes appended to STUB_STATE.log, and failures on
    demand ("<index> <call>" lines in STUB_STATE.fail). GPUs sit at PCI 0000:<0x80+index>:00.0, as the
-   simulator puts them. Every other symbol the amdsmi package binds is generated below, "not supported". */
+   simulator puts them. Telemetry comes from STUB_STATE.telemetry, as the stub NVML's (an idle MI300X without a
+   line). Every other symbol the amdsmi package binds is generated below, "not supported". */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -75,5 +76,65 @@ int amdsmi_set_gpu_clk_range(void *h, uint64_t min, uint64_t max, uint32_t clk_t
     int i = index_of(h); (void)clk_type;
     if (must_fail(i, "sclk")) return 1;
     load_state(); lo[i] = min; hi[i] = max; save_state(); log_call("set-sclk", i, min, max);
+    return 0;
+}
+
+/* Telemetry: "<index> <util %> <VRAM used> <VRAM total> <power mW> <temperature C> <sclk MHz>" lines. */
+typedef struct { unsigned util; unsigned long long used, total; unsigned power, temp, sclk; } telemetry_t;
+static telemetry_t telemetry(int index) {
+    telemetry_t t = {0, 296747008ULL, 205822885888ULL, 140000, 40, 2100};
+    FILE *f = fopen(STUB_STATE ".telemetry", "r");
+    if (!f) return t;
+    int i; telemetry_t r;
+    while (fscanf(f, "%d %u %llu %llu %u %u %u", &i, &r.util, &r.used, &r.total, &r.power, &r.temp, &r.sclk) == 7)
+        if (i == index) t = r;
+    fclose(f);
+    return t;
+}
+typedef struct { uint32_t gfx_activity, umc_activity, mm_activity, reserved[13]; } engine_usage_t;
+int amdsmi_get_gpu_activity(void *h, engine_usage_t *u) {
+    telemetry_t t = telemetry(index_of(h));
+    memset(u, 0, sizeof *u);
+    u->gfx_activity = t.util; u->umc_activity = t.util / 2; u->mm_activity = 0;
+    return 0;
+}
+int amdsmi_get_gpu_memory_total(void *h, uint32_t type, uint64_t *total) {
+    if (type != 0) return 2; /* VRAM only */
+    *total = telemetry(index_of(h)).total;
+    return 0;
+}
+int amdsmi_get_gpu_memory_usage(void *h, uint32_t type, uint64_t *used) {
+    if (type != 0) return 2;
+    *used = telemetry(index_of(h)).used;
+    return 0;
+}
+typedef struct __attribute__((packed)) {
+    uint64_t socket_power; uint32_t current_socket_power, average_socket_power;
+    uint64_t gfx_voltage, soc_voltage, mem_voltage; uint32_t power_limit; uint8_t pad[4]; uint64_t reserved[18];
+} power_info_t;
+int amdsmi_get_power_info(void *h, power_info_t *p) { /* W, as on an MI300X: no average (0xFFFF) */
+    int i = index_of(h);
+    telemetry_t t = telemetry(i);
+    load_state();
+    memset(p, 0, sizeof *p);
+    p->socket_power = t.power / 1000; p->current_socket_power = t.power / 1000; p->average_socket_power = 0xFFFF;
+    p->power_limit = (uint32_t)(cap[i] / 1000000ULL);
+    return 0;
+}
+int amdsmi_get_temp_metric(void *h, uint32_t sensor, uint32_t metric, int64_t *c) {
+    if (sensor != 1 || metric != 0) return 2; /* the hotspot (junction) sensor's current value: an MI300X has no edge */
+    *c = telemetry(index_of(h)).temp;
+    return 0;
+}
+typedef struct __attribute__((packed)) {
+    uint32_t clk, min_clk, max_clk; uint8_t clk_locked, clk_deep_sleep, pad[2]; uint32_t reserved[4];
+} clk_info_t;
+int amdsmi_get_clock_info(void *h, uint32_t type, clk_info_t *info) {
+    int i = index_of(h);
+    if (type != 0) return 2; /* gfx (sys) clock only */
+    load_state();
+    memset(info, 0, sizeof *info);
+    info->clk = hi[i] ? (uint32_t)hi[i] : telemetry(i).sclk; info->min_clk = 500; info->max_clk = 2100;
+    info->clk_locked = hi[i] != 0;
     return 0;
 }

@@ -1,0 +1,93 @@
+"""What the CDI commands and doctor read: spec files as the engines find them, and the installed CDI consumers.
+
+Engines read every *.json and *.yaml in /etc/cdi and /var/run/cdi (the later directory wins a conflict); a name
+defined twice at the same priority is dropped by them (their "conflicting device"). YAML needs PyYAML (python3-yaml),
+loaded only for YAML files.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+
+from gpuhook.engines.cdi_readers import ENGINES, Reader, reader, version_in
+from gpuhook.errors import CdiError, ProcessError
+from gpuhook.proc import run
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")  # the engines' defaults, lowest priority first
+_SEARCH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+_MAX_SPEC = 16 << 20
+
+
+def spec_files(dirs: tuple[str, ...] | list[str] | None = None) -> list[str]:
+    """The spec files an engine reads in `dirs` (default SPEC_DIRS), in its order."""
+    return [p for d in dirs or SPEC_DIRS
+            for p in sorted(glob.glob(os.path.join(d, "*.json")) + glob.glob(os.path.join(d, "*.yaml")))]
+
+
+def read_spec(path: str) -> Any:
+    """A spec file's data (JSON, or YAML by its .yaml name); CdiError saying why it cannot be read. Reads it."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(_MAX_SPEC)
+    except OSError as e:
+        raise CdiError(f"{path}: {e.strerror}") from e
+    if path.endswith(".yaml"):
+        try:
+            import yaml
+        except ImportError as e:
+            raise CdiError(f"{path}: reading a YAML spec needs PyYAML (apt install python3-yaml); JSON specs do "
+                           "not") from e
+        try:
+            return yaml.safe_load(data)
+        except yaml.YAMLError as e:
+            raise CdiError(f"{path}: not valid YAML ({' '.join(str(e).split())})") from e
+    try:
+        return json.loads(data)
+    except ValueError as e:
+        raise CdiError(f"{path}: not valid JSON ({e})") from e
+
+
+def installed_readers(given: list[str] | None = None) -> tuple[Reader, ...]:
+    """The CDI consumers: `given` as ENGINE=VERSION (or "none"), else each known engine found on the usual PATH
+    with the release its `--version` names. Runs those commands (10 s each)."""
+    if given:
+        out = []
+        for item in given:
+            if item == "none":
+                continue
+            engine, eq, version = item.partition("=")
+            if not eq or version_in(version) is None:
+                raise CdiError(f"--engine {item!r}: expected ENGINE=VERSION, e.g. podman=4.3.1 (engines: "
+                               f"{', '.join(ENGINES)}; or none)")
+            try:
+                out.append(reader(engine, version_in(version) or ""))
+            except ValueError as e:
+                raise CdiError(str(e)) from e
+        return tuple(out)
+    found = []
+    for engine, (argv, _, _) in ENGINES.items():
+        program = next((p for d in _SEARCH if os.access(p := os.path.join(d, argv[0]), os.X_OK)), None)
+        if program is None:
+            continue
+        try:
+            named = version_in(run([program, *argv[1:]], timeout=10))
+        except ProcessError:
+            continue
+        if named:
+            found.append(reader(engine, named))
+    return tuple(found)
+
+
+def describe(readers: tuple[Reader, ...]) -> str:
+    """One line: which installed engines read CDI specs, and up to which cdiVersion."""
+    if not readers:
+        return "no CDI consumer found (Podman, containerd >= 1.7, Docker >= 25, CRI-O)"
+    parts = [f"{r.label} reads cdiVersion up to {r.highest} (container-device-interface {r.library})" if r.library
+             else f"{r.label} reads no CDI specs" for r in readers]
+    return "CDI consumers: " + "; ".join(parts)
