@@ -40,6 +40,7 @@ class TuningPolicy:
     perf_levels: tuple[str, ...] | None = None
     compute_modes: tuple[str, ...] | None = None
     exclusive: bool = True
+    shared_slices: bool = False  # tuning on a MIG device or AMD partition whose siblings other containers may hold
 
 
 @frozen
@@ -52,6 +53,7 @@ class Kubernetes:
     allocate_with: tuple[str, ...] = ("annotation",)  # and/or "env", "cdi": what Allocate answers with
     allocation_ttl: int = 3600  # seconds an allocation waits for its container (image pulls included)
     health_interval: float = 1.0  # seconds between health checks
+    mig_strategy: str = "none"  # MIG devices advertised as none, single (each an nvidia.com/gpu), mixed (per profile)
 
     def resource(self, vendor: str) -> str:
         """The extended resource name a vendor's GPUs are advertised under."""
@@ -102,7 +104,8 @@ def from_table(table: dict[str, Any], path: str, validated: bool = False) -> Con
     policy = Policy(**table.get("policy", {}))
     t = table.get("tuning", {})
     tuning = TuningPolicy(policy.allow_tuning, _pair(t.get("clocks_mhz")), _pair(t.get("power_watts")),
-                          _names(t.get("perf_levels")), _names(t.get("compute_modes")), t.get("exclusive", True))
+                          _names(t.get("perf_levels")), _names(t.get("compute_modes")), t.get("exclusive", True),
+                          t.get("shared_slices", False))
     top = {k: v for k, v in table.items() if k not in ("policy", "tuning", "kubernetes", "exporter")}
     return Config(path=path, policy=policy, tuning=tuning, kubernetes=_kubernetes(table.get("kubernetes")),
                   exporter=Exporter(**table.get("exporter", {})), **top)

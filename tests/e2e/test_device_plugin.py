@@ -109,10 +109,17 @@ def test_preferred_allocation_keeps_one_numa_node_and_allocate_writes_records(no
 def test_the_plugin_registers_again_when_the_kubelet_restarts_and_stops_cleanly(node: Node) -> None:
     nvidia = _client(node, "nvidia.com/gpu")
     nvidia.wait_for(lambda d: len(d) == 4)
-    node.kubelet.restart()  # kubelet.sock recreated, the plugins' sockets removed
-    again = _client(node, "nvidia.com/gpu", count=2)
+    node.kubelet.wait_registered("amd.com/gpu", 1, timeout=20)
+    for n in range(2, 5):  # restarts in a row, each racing the plugin's loop differently
+        node.kubelet.restart()  # kubelet.sock recreated, the plugins' sockets removed
+        for resource in ("nvidia.com/gpu", "amd.com/gpu"):
+            try:
+                node.kubelet.wait_registered(resource, n, timeout=20)
+            except AssertionError as e:
+                raise AssertionError(f"{e}\n{node.log.read_text()}") from e
+        time.sleep(0.3 * (n - 2))
+    again = _client(node, "nvidia.com/gpu", count=4)
     assert len(again.wait_for(lambda d: len(d) == 4)) == 4  # its new socket serves
-    node.kubelet.wait_registered("amd.com/gpu", 2, timeout=20)
     node.plugin.send_signal(signal.SIGTERM)
     assert node.plugin.wait(10) == 0, node.log.read_text()
     assert sorted(os.listdir(node.kubelet.directory)) == ["kubelet.sock"]  # its sockets are gone
@@ -132,3 +139,73 @@ def test_a_host_without_gpus_waits_and_stops_cleanly(tmp_path: Path) -> None:
         assert not n.kubelet.registrations
     finally:
         n.kubelet.stop()
+
+
+def _mig_node(tmp: Path, strategy: str) -> Node:
+    return _start(tmp, HostSpec(nvidia=2, mig=("3g.40gb", "1g.10gb", "1g.10gb"), mig_gpus=1),
+                  f'mig_strategy = "{strategy}"\n')
+
+
+def _stop(n: Node) -> None:
+    if n.plugin.poll() is None:
+        n.plugin.kill()
+        n.plugin.wait(5)
+    n.kubelet.stop()
+
+
+def test_mig_mixed(tmp_path: Path) -> None:
+    """mig_strategy mixed: a resource per profile (short test names: a unix socket's path has 107 characters)."""
+    from gpuhook.testing import sim_mig
+
+    n = _mig_node(tmp_path, "mixed")
+    try:
+        whole = _client(n, "nvidia.com/gpu")
+        # GPU 0 is in MIG mode: not advertised as a whole GPU
+        assert list(whole.wait_for(lambda d: len(d) == 1)) == ["GPU-00000001-5a1e-4000-8000-0000d00d0001"]
+        reg = n.kubelet.wait_registered("nvidia.com/mig-1g.10gb", timeout=20)
+        assert reg.endpoint == "gpuhook-nvidia-mig-1g.10gb.sock"
+        small = n.kubelet.plugin(reg).watch()
+        assert sorted(small.wait_for(lambda d: len(d) == 2)) == [sim_mig.uuid(0, 1), sim_mig.uuid(0, 2)]
+        big = _client(n, "nvidia.com/mig-3g.40gb")
+        assert list(big.wait_for(lambda d: len(d) == 1)) == [sim_mig.uuid(0, 0)]
+        cap = Path(n.host, f"dev/nvidia-caps/nvidia-cap{sim_mig.minor(0, 3, 0)}")  # 0:2's compute instance
+        cap.rename(cap.with_name("away"))
+        devices = small.wait_for(lambda d: "Unhealthy" in d.values(), timeout=5)
+        assert devices == {sim_mig.uuid(0, 1): "Healthy", sim_mig.uuid(0, 2): "Unhealthy"}
+        rec = allocations.load(n.state, small.allocate([sim_mig.uuid(0, 1)]).container_responses[0]
+                               .annotations["gpuhook.dev/allocation"])
+        assert rec is not None and (rec.gpus, rec.resource) == ((sim_mig.uuid(0, 1),), "nvidia.com/mig-1g.10gb")
+        for client in (whole, small, big):
+            client.close()
+    finally:
+        _stop(n)
+
+
+def test_mig_single(tmp_path: Path) -> None:
+    """mig_strategy single: every MIG device is an nvidia.com/gpu, beside the whole GPUs."""
+    from gpuhook.testing import sim_mig
+
+    n = _mig_node(tmp_path, "single")
+    try:
+        gpus = _client(n, "nvidia.com/gpu")
+        assert sorted(gpus.wait_for(lambda d: len(d) == 4)) == sorted(
+            ["GPU-00000001-5a1e-4000-8000-0000d00d0001", *(sim_mig.uuid(0, m) for m in range(3))])
+        gpus.close()
+    finally:
+        _stop(n)
+
+
+def test_amd_cpx(tmp_path: Path) -> None:
+    """AMD compute partitions: each an amd.com/gpu, named in the env by its ROCm index."""
+    n = _start(tmp_path, HostSpec(amd=1, amd_partitions="CPX"), 'allocate_with = ["annotation", "env"]\n')
+    try:
+        amd = _client(n, "amd.com/gpu")
+        ids = sorted(amd.wait_for(lambda d: len(d) == 8))
+        assert ids == [f"0x5a1e000000000000/{p}" for p in range(8)]
+        answer = amd.allocate([ids[5]]).container_responses[0]
+        assert answer.envs["AMD_VISIBLE_DEVICES"] == "5"
+        rec = allocations.load(n.state, answer.annotations["gpuhook.dev/allocation"])
+        assert rec is not None and rec.gpus == (ids[5],)
+        amd.close()
+    finally:
+        _stop(n)

@@ -182,3 +182,23 @@ def test_if_changed_and_doctor_after_a_driver_upgrade(cdi_work, tmp_path: Path) 
     assert ran.returncode == 0, ran.stderr
     assert "nvidia1" in ran.stdout.split() and "libcuda.so.550.54.15" in ran.stdout and "535" not in ran.stdout
     assert f"CDI spec {path} is stale" not in gpuhook(["doctor"], host).stdout
+
+
+def test_podman_cdi_mig_devices(cdi_work, tmp_path_factory: pytest.TempPathFactory) -> None:  # type: ignore[no-untyped-def]
+    """A MIG device by index form and by UUID: its caps nodes and its GPU's node, none of its siblings'."""
+    from gpuhook.testing import sim_mig
+
+    host = build_host(str(tmp_path_factory.mktemp("mig") / "host"),
+                      HostSpec(nvidia=2, mig=("3g.40gb", "2g.20gb", "1g.10gb"), mig_gpus=1))
+    run, gpuhook, spec = cdi_work
+    path = spec("nvidia.json")
+    r = gpuhook(["cdi", "generate", "--vendor", "nvidia", "--output", str(path)], host)
+    assert r.returncode == 0, r.stderr
+    names = [d["name"] for d in json.loads(path.read_text())["devices"]]
+    assert {"0:0", "0:1", "0:2", sim_mig.uuid(0, 2)} <= set(names)
+    for device in ("0:2", sim_mig.uuid(0, 2)):
+        ran = run("--device", f"nvidia.com/gpu={device}", "localhost/gpuhook-test:latest", "sh", "-c",
+                  "ls /dev | grep -E '^nvidia[0-9]'; ls /dev/nvidia-caps")
+        assert ran.returncode == 0, ran.stderr
+        caps = [f"nvidia-cap{sim_mig.minor(0, 3)}", f"nvidia-cap{sim_mig.minor(0, 3, 0)}"]
+        assert ran.stdout.split() == ["nvidia0", *caps]

@@ -290,3 +290,31 @@ def test_the_shim_refuses_a_conflict_before_it_edits_the_spec(tuned, first: dict
     assert len(refused.stderr.strip().splitlines()) == 1
     assert (b / "config.json").read_bytes() == before  # refused by the shim itself: the spec is byte-identical
     assert subprocess.run(["runc", "state", "t-second"], capture_output=True, check=False).returncode != 0
+
+
+MIG = HostSpec(nvidia=2, mig=("3g.40gb", "2g.20gb", "1g.10gb"), mig_gpus=1)  # GPU 0's MIG devices 0:0-0:2
+
+
+def test_a_container_with_every_slice_tunes_the_physical_gpu_once(tuned) -> None:  # type: ignore[no-untyped-def]
+    t = tuned(MIG)
+    cid, r = t.start({"gpuhook.dev/gpus": "0:0,0:1,0:2", "gpuhook.dev/clocks": "1500"})
+    assert r.returncode == 0, r.stderr
+    assert t.nvml()[0][:2] == [1500, 1500] and t.nvml()[1][:2] == [0, 0]
+    assert t.log("nvml").count("set-clocks") == 1
+    t.stop(cid)
+    assert t.nvml()[0][:2] == [0, 0]
+
+
+def test_a_lease_on_a_mig_gpu_holds_against_its_slices_and_back(tuned) -> None:  # type: ignore[no-untyped-def]
+    t = tuned(MIG)
+    owner, r = t.start({**NV0, "gpuhook.dev/exclusive": "true"})
+    assert r.returncode == 0, r.stderr
+    _, refused = t.start({"gpuhook.dev/gpus": "0:1"})
+    assert refused.returncode != 0 and f"held exclusively by container {owner}" in refused.stderr
+    t.stop(owner)
+    user, r2 = t.start({"gpuhook.dev/gpus": "0:1"})
+    assert r2.returncode == 0, r2.stderr
+    _, refused2 = t.start({**NV0, "gpuhook.dev/exclusive": "true"})
+    assert refused2.returncode != 0 and f"in use by container {user}" in refused2.stderr
+    _, sibling = t.start({"gpuhook.dev/gpus": "0:2", "gpuhook.dev/exclusive": "true"})  # a slice alone: its own
+    assert sibling.returncode == 0, sibling.stderr

@@ -1,6 +1,7 @@
 """CDI specs (nvidia.com/gpu, amd.com/gpu) from the same Edits the shim applies. Pure: the CLI writes them.
 
-Devices: one per index, one per UUID, and `all`. Spec-wide edits: the vendor's shared nodes, the driver
+Devices: one per index, one per UUID, one per slice (a MIG device: its index form <gpu>:<mig> and its UUID when
+NVML told it), and `all` (every GPU and slice). Spec-wide edits: the vendor's shared nodes, the driver
 files for the capabilities asked (NVIDIA), the linker-cache hook (`gpuhook hook update-ldcache`, since a CDI
 spec cannot know the container's root), the groups the nodes need, and NVIDIA_/AMD_VISIBLE_DEVICES=void so
 that gpuhook's shim or hook, if also present, does not inject the same GPUs again. The fields are written by
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
     from gpuhook.edits import DeviceNode
     from gpuhook.engines.cdi_readers import Reader
-    from gpuhook.host.inventory import Gpu, VendorInventory
+    from gpuhook.host.inventory import VendorInventory
     from gpuhook.vendors.registry import Vendor
 
 
@@ -46,7 +47,7 @@ def build(vendor: Vendor, inv: VendorInventory, host_base: str, capabilities: fr
                    env=(f"{vendor.ENV_KEY}=void", *every.env), additional_gids=every.additional_gids,
                    hooks=every.hooks, ldcache_dirs=every.ldcache_dirs)
     devices = [{"name": name, "containerEdits": Edits(device_nodes=nodes).to_cdi(ctx)}
-               for name, nodes in _devices(inv.gpus)]
+               for name, nodes in _devices(inv)]
     spec: dict[str, Any] = {"cdiVersion": "", "kind": vendor.CDI_KIND, "devices": devices,
                             "containerEdits": common.to_cdi(ctx)}
     needed = required_version(spec)
@@ -108,7 +109,7 @@ def stale(spec: dict[str, Any], vendor: Vendor, inv: VendorInventory | None, hos
     if wrong:
         out.append("its device nodes are not the host's: " + ", ".join(wrong))
     names = {d.get("name") for d in spec.get("devices") or []}
-    now = {name for name, _ in _devices(inv.gpus)}
+    now = {name for name, _ in _devices(inv)}
     if names != now:
         out.append(f"it lists {len(names - {'all'})} devices where the host has {len(now - {'all'})} GPU names "
                    f"(gone: {', '.join(sorted(str(n) for n in names - now)) or 'none'}; new: "
@@ -116,10 +117,11 @@ def stale(spec: dict[str, Any], vendor: Vendor, inv: VendorInventory | None, hos
     return out
 
 
-def _devices(gpus: tuple[Gpu, ...]) -> list[tuple[str, tuple[DeviceNode, ...]]]:
-    out = [(str(g.index), g.nodes) for g in gpus]
-    out += [(g.uuid, g.nodes) for g in gpus if g.uuid]
-    out.append(("all", tuple(n for g in gpus for n in g.nodes)))
+def _devices(inv: VendorInventory) -> list[tuple[str, tuple[DeviceNode, ...]]]:
+    out = [(str(g.index), g.nodes) for g in inv.gpus]
+    out += [(g.slice, g.nodes) for g in inv.slices]
+    out += [(g.uuid, g.nodes) for g in (*inv.gpus, *inv.slices) if g.uuid]
+    out.append(("all", tuple(dict.fromkeys(n for g in (*inv.gpus, *inv.slices) for n in g.nodes))))
     return out
 
 

@@ -59,11 +59,15 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--nvidia-driver", default="550.54.15", help="NVIDIA driver version to report")
     s.add_argument("--cuda-version", type=int, default=12040, help="CUDA version the stub libcuda reports")
     s.add_argument("--amd-driver", default="6.7.0", help="amdgpu DKMS version; 'in-tree' for none")
-    s.set_defaults(func=_simulate)
+    s.add_argument("--mig", nargs="+", default=[], metavar="PROFILE",
+                   help="MIG devices (1g.10gb, 3g.40gb, ...) on every NVIDIA GPU (--mig-gpus: the first K only)")
+    s.add_argument("--mig-gpus", type=int, metavar="K", help="how many NVIDIA GPUs are in MIG mode")
+    s.add_argument("--partitions", default="SPX", metavar="MODE", help="AMD compute partitions: SPX, DPX, QPX, CPX")
+    s.set_defaults(func=lambda a: _host().simulate(a))
     ls = sub.add_parser("list", help="list the host's GPUs as gpuhook sees them")
     ls.add_argument("--json", action="store_true", help="machine-readable output")
     ls.add_argument("--host-root", help="override host_root from the config")
-    ls.set_defaults(func=_list)
+    ls.set_defaults(func=lambda a: _host().list_gpus(a))
     d = sub.add_parser("demo", help="run a container through gpuhook-runtime (a simulated host if no GPUs)")
     d.add_argument("--work-dir", default="/run/gpuhook/demo", help="where the demo bundle and fake host go")
     d.set_defaults(func=_demo)
@@ -107,10 +111,10 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--dry-run", action="store_true", help="print the change, write nothing")
     c.add_argument("--revert", action="store_true", help="put back the file as it was before gpuhook changed it")
     c.add_argument("--runtime-path", help="the shim to register (default: gpuhook-runtime next to this gpuhook)")
-    c.set_defaults(func=_configure)
+    c.set_defaults(func=lambda a: _host().configure(a))
     lab = sub.add_parser("labels", help="write node facts as a Node Feature Discovery feature file")
     lab.add_argument("--output", help="the feature file (default: NFD's features.d/gpuhook); - for stdout")
-    lab.set_defaults(func=_labels)
+    lab.set_defaults(func=lambda a: _host().labels(a))
     dp = sub.add_parser("device-plugin", help="the kubelet device plugin (one resource per vendor; run by a "
                         "DaemonSet)")
     dp.add_argument("--kubelet-dir", help="the kubelet's device plugin directory (default: [kubernetes] "
@@ -141,104 +145,6 @@ def _parser() -> argparse.ArgumentParser:
     v = sub.add_parser("version", help="print the version")
     v.set_defaults(func=lambda _a: print(f"gpuhook {__version__}") or 0)
     return p
-
-
-def _simulate(args: argparse.Namespace) -> int:
-    from gpuhook.testing.simulate import HostSpec, build_host
-
-    amd_driver = None if args.amd_driver == "in-tree" else args.amd_driver
-    root = build_host(args.root, HostSpec(nvidia=args.nvidia, amd=args.amd, nvidia_driver=args.nvidia_driver,
-                                          cuda_version=args.cuda_version, amd_driver=amd_driver))
-    print(f"simulated host with {args.nvidia} NVIDIA and {args.amd} AMD GPUs at {root}")
-    print(f"use it with: host_root = \"{root}\" in the gpuhook config")
-    return 0
-
-
-def _list(args: argparse.Namespace) -> int:
-    import json
-
-    from gpuhook.config import load
-    from gpuhook.host.discover import discover
-    from gpuhook.host.root import Root
-
-    inventory = discover(Root(args.host_root or load().host_root))
-    gpus = [(v, g) for v in inventory.vendors for g in v.gpus]
-    if args.json:
-        print(json.dumps([{"vendor": g.vendor, "index": g.index, "uuid": g.uuid, "pci": g.pci, "model": g.model,
-                           "arch": g.arch, "driver": v.driver_version, "nodes": [n.path for n in g.nodes]}
-                          for v, g in gpus], indent=2))
-        return 0
-    if not gpus:
-        print(f"no GPUs found under host root {inventory.root}")
-        return 0
-    print(f"{'VENDOR':7} {'IDX':>3}  {'UUID':42} {'PCI':13} {'DRIVER':10} {'MODEL / ARCH':24} NODES")
-    for v, g in gpus:
-        model = " ".join(dict.fromkeys(x for x in (g.model, g.arch) if x))
-        nodes = " ".join(n.path for n in g.nodes)
-        print(f"{g.vendor:7} {g.index:>3}  {g.uuid:42} {g.pci:13} {v.driver_version or '':10} {model:24} {nodes}")
-    return 0
-
-
-def _configure(args: argparse.Namespace) -> int:
-    import os
-
-    from gpuhook.configfile import config_path
-    from gpuhook.engines.files import configure, revert
-    from gpuhook.engines.registration import DEFAULT_PATHS, Wanted
-
-    path = args.config_path or DEFAULT_PATHS[args.engine]
-    here = os.path.dirname(os.path.abspath(sys.argv[0]))
-    if args.revert:
-        outcome = revert(args.engine, path, args.dry_run)
-    else:
-        cdi = args.cdi or (args.engine == "containerd" and _containerd_has_cdi())
-        wanted = Wanted(os.path.abspath(args.runtime_path or os.path.join(here, "gpuhook-runtime")),
-                        os.path.join(here, "gpuhook"), config_path()[0], args.set_default, cdi)
-        outcome = configure(args.engine, path, wanted, args.dry_run)
-    if outcome.diff:
-        print(outcome.diff, end="")
-    print(("changed " + outcome.path + ": " if outcome.changed else "") + outcome.next_step)
-    return 0
-
-
-def _containerd_has_cdi() -> bool:
-    """Whether the containerd on PATH is 1.7 or later (it reads CDI specs once enable_cdi is set)."""
-    from gpuhook.engines.containerd import supports_cdi
-    from gpuhook.errors import ProcessError
-    from gpuhook.proc import run
-
-    try:
-        return supports_cdi(run(["containerd", "--version"], timeout=10))
-    except ProcessError:
-        return False
-
-
-def _write(path: str, text: str) -> None:
-    """Write an output file the admin named; GpuhookError naming it when that fails."""
-    from gpuhook.atomic import write_text
-
-    try:
-        write_text(path, text, make_dirs=True)
-    except OSError as e:
-        raise GpuhookError(f"cannot write {path}: {e.strerror or e}") from e
-
-
-def _labels(args: argparse.Namespace) -> int:
-    from gpuhook.config import load
-    from gpuhook.host.discover import discover
-    from gpuhook.host.labels import DEFAULT_PATH, labels, render
-    from gpuhook.host.root import Root
-
-    config = load()
-    root = Root(config.host_root)
-    text = render(labels(discover(root), root, config.kubernetes.replicas))
-    if args.output == "-":
-        sys.stdout.write(text)
-        return 0
-    path = args.output or DEFAULT_PATH
-    _write(path, text)
-    print(f"wrote {path} ({text.count(chr(10))} labels)")
-    return 0
 
 
 def _device_plugin(args: argparse.Namespace) -> int:
@@ -283,6 +189,12 @@ def _demo(args: argparse.Namespace) -> int:
     from gpuhook.cli.demo import run_demo
 
     return run_demo(args.work_dir)
+
+
+def _host() -> Any:
+    from gpuhook.cli import host_commands
+
+    return host_commands
 
 
 def _tuning() -> Any:

@@ -14,7 +14,7 @@ from gpuhook.cli.cdi_files import SPEC_DIRS
 from gpuhook.config import load
 from gpuhook.configfile import config_path
 from gpuhook.errors import CdiError
-from gpuhook.host.discover import discover
+from gpuhook.host.discover import discover, identified
 from gpuhook.host.root import Root
 from gpuhook.request.container import CAPABILITIES
 from gpuhook.vendors.registry import all_vendors
@@ -27,7 +27,8 @@ def generate(args: argparse.Namespace) -> int:
 
     config = load()
     caps = frozenset(CAPABILITIES) if args.capabilities == "all" else frozenset(args.capabilities.split(","))
-    inventory = discover(Root(config.host_root))
+    root = Root(config.host_root)
+    inventory = identified(root, discover(root))  # MIG devices' UUIDs too (NVML)
     wanted = [v for v in all_vendors() if args.vendor in ("all", v.NAME) and inventory.vendor(v.NAME)]
     if not wanted:
         raise CdiError(f"no {'GPU' if args.vendor == 'all' else args.vendor} driver under {config.host_root}")

@@ -152,9 +152,11 @@ def stale_cdi_specs(inventory: Inventory) -> list[Finding]:
     from gpuhook.apply.cdi import is_ours, stale
     from gpuhook.cli.cdi_files import read_spec, spec_files
     from gpuhook.errors import CdiError
+    from gpuhook.host.discover import identified
     from gpuhook.vendors.registry import all_vendors
 
     out = []
+    named: Inventory | None = None  # with MIG devices' UUIDs (NVML), as `cdi generate` names them
     for path in spec_files():
         try:
             spec = read_spec(path)
@@ -163,7 +165,9 @@ def stale_cdi_specs(inventory: Inventory) -> list[Finding]:
         for vendor in (v for v in all_vendors() if is_ours(spec, v)):
             fix = (f"gpuhook cdi generate --vendor {vendor.NAME} --output {path} (or enable gpuhook-cdi-refresh.path "
                    "to have it done after driver changes)")
-            reasons = stale(spec, vendor, inventory.vendor(vendor.NAME), inventory.root)
+            if named is None:
+                named = identified(Root(inventory.root), inventory)
+            reasons = stale(spec, vendor, named.vendor(vendor.NAME), named.root)
             out += [Finding("warn", f"CDI spec {path} is stale: {why}", fix) for why in reasons] or [
                 Finding("ok", f"CDI spec {path} fits the loaded {vendor.LABEL} driver")]
     return out

@@ -15,7 +15,7 @@ from gpuhook.apply import containers
 from gpuhook.config import Config, from_table
 from gpuhook.edits import Edits, merge
 from gpuhook.frozen import replace
-from gpuhook.host.discover import discover
+from gpuhook.host.discover import discover, identified
 from gpuhook.host.facts import gather
 from gpuhook.host.root import Root
 from gpuhook.plan.prepare import Prepared, asks, decide, survey, vendors_to_discover
@@ -25,12 +25,9 @@ from gpuhook.request.docker_flag import gpus_flag
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
     from typing import Any
 
     from gpuhook.apply.spec import Spec
-    from gpuhook.host.inventory import Inventory
-    from gpuhook.request.container import Request
 
 
 def prepare(spec: Spec, bundle: str, config: Config, log: Any, gpuhook_bin: str = "/usr/local/bin/gpuhook",
@@ -45,7 +42,9 @@ def prepare(spec: Spec, bundle: str, config: Config, log: Any, gpuhook_bin: str 
     request = parse_request(annotations, env, config.policy.accept_env_requests, gpus_flag(spec.get("hooks")),
                             config.policy.gpus_any_vendor)
     if request.allocation or config.policy.requests == "allocated":
-        request = _authorized(request, annotations, config, container_id)
+        from gpuhook.cli.granting import authorized
+
+        request = authorized(request, annotations, config, container_id)
     if not asks(request):
         log.debug("no gpu request")
         return None
@@ -55,8 +54,12 @@ def prepare(spec: Spec, bundle: str, config: Config, log: Any, gpuhook_bin: str 
     inventory = discover(root, scoped)
     if scoped and any(inventory.vendor(v) is None for v in scoped):  # the error will say what the host has
         inventory = discover(root)
+    inventory = identified(root, inventory, tuple(i for s in request.selections for i in s.devices or ()))
     if any(s.count for s in request.selections):
-        request = _pick_free(request, inventory, root, config.state_dir, container_id)
+        from gpuhook.cli.granting import pick_free
+
+        request = pick_free(request, inventory, root, config.state_dir, _users(config.state_dir, container_id),
+                            container_id)
     needs = survey(request, inventory, spec, config)
     ledger = _ledger_view(config.state_dir)
     users = _users(config.state_dir, container_id) if request.tuning.exclusive else ()
@@ -75,63 +78,6 @@ def prepare(spec: Spec, bundle: str, config: Config, log: Any, gpuhook_bin: str 
              mounts=len(edits.mounts), gids=list(edits.additional_gids),
              host_rocm=prepared.host_rocm)
     return prepared
-
-
-def _authorized(request: Request, annotations: Mapping[str, str], config: Config, container_id: str) -> Request:
-    """The request as `[policy] requests` lets it through, its allocation claimed for this container. Reads and
-    writes the allocation record; PolicyError."""
-    from gpuhook.plan.authority import authorize
-
-    alloc = None
-    if request.allocation:
-        import time
-
-        from gpuhook.apply import allocations
-        from gpuhook.request.container import workload_key
-
-        alloc = allocations.claim(config.state_dir, request.allocation, workload_key(annotations, container_id),
-                                  container_id, time.time())
-    return authorize(request, alloc, config)
-
-
-_count_lock = -1  # held from picking free GPUs until this container's record is saved
-
-
-def _pick_free(request: Request, inventory: Inventory, root: Root, state_dir: str, me: str) -> Request:
-    """count:N selections as N GPUs no live gpuhook container has, one NUMA node preferred. Takes the count
-    lock (release_count_lock frees it once the record is on disk); reads records and sysfs."""
-    import fcntl
-
-    from gpuhook.apply.state_dir import ensure
-    from gpuhook.host.numa import numa_node
-    from gpuhook.plan.allocate import resolve_count
-    from gpuhook.plan.select import vendor_for
-    from gpuhook.vendors.registry import all_vendors
-
-    global _count_lock
-    if _count_lock < 0:
-        _count_lock = os.open(os.path.join(ensure(state_dir), "count.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
-                              0o600)
-        fcntl.flock(_count_lock, fcntl.LOCK_EX)
-    users = {gpu: c for gpu, c in _users(state_dir, me)}
-    by_name = {v.NAME: v for v in all_vendors()}
-    out = []
-    for sel in request.selections:
-        if sel.count:
-            inv = vendor_for(sel, inventory, by_name)
-            sel = resolve_count(sel, inv, by_name[inv.vendor].LABEL, users,
-                                {g.pci: numa_node(root, g.pci) for g in inv.gpus})
-            users.update(dict.fromkeys(sel.devices or (), me))
-        out.append(sel)
-    return replace(request, selections=tuple(out))
-
-
-def release_count_lock() -> None:
-    """Let the next count request pick (this container's record is saved, or it failed)."""
-    global _count_lock
-    if _count_lock >= 0:
-        os.close(_count_lock)
-        _count_lock = -1
 
 
 def _ledger_view(state_dir: str) -> dict[str, Any] | None:
@@ -166,7 +112,7 @@ def register_device_container(spec: Spec, container_id: str, table: dict[str, An
     if not devices:
         return
     selected = gpus_in_spec(devices, discover(Root(config.host_root)))
-    gpus = tuple(g.uuid or g.pci for _, found in selected for g in found)
+    gpus = tuple(g.key() for _, found in selected for g in found)
     if not gpus:
         return
     me = os.getpid()
@@ -207,7 +153,9 @@ def edited_spec(spec: Spec, bundle: str, container_id: str, table: dict[str, Any
     try:
         return _edited(spec, bundle, container_id, config, runtime_root)
     finally:
-        release_count_lock()
+        granting = sys.modules.get("gpuhook.cli.granting")  # loaded only by a count request (or an allocation)
+        if granting is not None:
+            granting.release_count_lock()
 
 
 def _edited(spec: Spec, bundle: str, container_id: str, config: Config,

@@ -12,3 +12,15 @@ def discover(root: Root, only: frozenset[str] | None = None) -> Inventory:
     in `only`, when given: a container that names its vendor need not wait for the others). Reads only."""
     vendors = (v for v in all_vendors() if only is None or v.NAME in only)
     return Inventory(root.base, tuple(inv for v in vendors if (inv := v.discover(root)) is not None))
+
+
+def identified(root: Root, inventory: Inventory, idents: tuple[str, ...] | None = None) -> Inventory:
+    """`inventory` with what each vendor's library alone knows of the GPUs `idents` name (NVIDIA's MIG UUIDs
+    from NVML; None: of every GPU, for listings); the same value when nothing needs it. May load a library."""
+    if idents is not None and not idents:
+        return inventory
+    from gpuhook.frozen import replace
+    from gpuhook.vendors.registry import get
+
+    vendors = tuple(get(inv.vendor).identify(root, inv, idents) for inv in inventory.vendors)
+    return inventory if vendors == inventory.vendors else replace(inventory, vendors=vendors)

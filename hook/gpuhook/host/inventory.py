@@ -19,6 +19,14 @@ class Gpu:
     missing: tuple[str, ...] = ()  # node paths the GPU should have but the host lacks
     arch: str = ""  # NVIDIA: empty here; AMD: gfx target, e.g. gfx90a
     sysfs: str = ""  # AMD: the PCI device's sysfs directory (host-absolute), where amdgpu's tunables are
+    parent: str = ""  # a slice (NVIDIA MIG device, AMD partition): the physical GPU's UUID, else its PCI address
+    slice: str = ""  # a slice's own name: NVIDIA's index form "<gpu>:<mig>"; AMD: the partition's index on its device
+    profile: str = ""  # a slice's shape: a MIG profile (1g.10gb, from NVML) or an AMD compute partition mode (CPX)
+    place: str = ""  # where a slice sits on its GPU, in the driver's terms: MIG gi<G>/ci<C>; AMD the partition index
+
+    def key(self) -> str:
+        """The GPU's identity in leases, records and the ledger: its UUID, else a slice's name, else its PCI address."""
+        return self.uuid or (f"{self.parent}/{self.slice}" if self.slice else self.pci)
 
 
 @frozen
@@ -45,6 +53,13 @@ class VendorInventory:
     shared_nodes: tuple[DeviceNode, ...]  # control nodes every container of the vendor needs
     files: tuple[DriverFile, ...] = ()
     notes: tuple[str, ...] = ()  # what discovery found odd, for doctor and logs
+    slices: tuple[Gpu, ...] = ()  # slices that are not GPUs of their own in `gpus` (NVIDIA MIG devices)
+
+    def siblings(self, gpu: Gpu) -> tuple[Gpu, ...]:
+        """Every slice (in `gpus` and `slices`) of the physical GPU `gpu` is a slice of; () for a whole GPU."""
+        if not gpu.parent:
+            return ()
+        return tuple(g for g in (*self.gpus, *self.slices) if g.parent == gpu.parent)
 
 
 @frozen

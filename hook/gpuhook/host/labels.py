@@ -23,8 +23,9 @@ _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 _DNS_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
 
 
-def labels(inventory: Inventory, root: Root, replicas: int) -> dict[str, str]:
-    """The labels for this node, its GPUs shared `replicas` ways (time-slicing above 1); only valid ones."""
+def labels(inventory: Inventory, root: Root, replicas: int, strategy: str = "none") -> dict[str, str]:
+    """The labels for this node, its GPUs shared `replicas` ways (time-slicing above 1) and its slices advertised
+    by `strategy` ([kubernetes] mig_strategy); only valid ones."""
     out: dict[str, str] = {}
     for inv in inventory.vendors:
         key = f"gpuhook-{inv.vendor}"
@@ -32,7 +33,7 @@ def labels(inventory: Inventory, root: Root, replicas: int) -> dict[str, str]:
         out[f"{key}.count"] = str(len(inv.gpus))
         if inv.driver_version:
             out[f"{key}.driver"] = inv.driver_version
-        own = get(inv.vendor).labels(inv, root, replicas)
+        own = get(inv.vendor).labels(inv, root, replicas, strategy)
         out.update({k if "/" in k else f"{key}.{k}": v for k, v in own.items()})
     present = inventory.with_gpus()
     if present:

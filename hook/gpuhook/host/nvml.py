@@ -63,3 +63,39 @@ def cuda_version(pynvml: ModuleType) -> str:
         return cuda_string(pynvml.nvmlSystemGetCudaDriverVersion())
     except pynvml.NVMLError as e:
         raise DiscoveryError(f"NVML cannot report the CUDA version: {e}") from e
+
+
+def mig_devices(pynvml: ModuleType, uuid: str) -> dict[tuple[str, int, int], tuple[str, str, int]]:
+    """{(GPU UUID, GI, CI): (MIG UUID, profile, memory MiB)} of the GPU's MIG devices; {} when MIG is off or
+    unsupported."""
+    try:
+        handle = pynvml.nvmlDeviceGetHandleByUUID(uuid)
+        if pynvml.nvmlDeviceGetMigMode(handle)[0] != 1:
+            return {}
+        most = pynvml.nvmlDeviceGetMaxMigDeviceCount(handle)
+    except pynvml.NVMLError:
+        return {}
+    out: dict[tuple[str, int, int], tuple[str, str, int]] = {}
+    for i in range(most):
+        try:
+            mig = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, i)
+        except pynvml.NVMLError:
+            continue  # an index with no MIG device
+        try:
+            attrs = pynvml.nvmlDeviceGetAttributes(mig)
+            key = (uuid, pynvml.nvmlDeviceGetGpuInstanceId(mig), pynvml.nvmlDeviceGetComputeInstanceId(mig))
+            out[key] = (_text(pynvml.nvmlDeviceGetUUID(mig)), profile_name(
+                attrs.gpuInstanceSliceCount, attrs.computeInstanceSliceCount, attrs.memorySizeMB), attrs.memorySizeMB)
+        except pynvml.NVMLError as e:
+            raise DiscoveryError(f"NVML cannot describe MIG device {i} of GPU {uuid}: {e}") from e
+    return out
+
+
+def profile_name(gi_slices: int, ci_slices: int, memory_mib: int) -> str:
+    """A MIG profile as NVIDIA names it: 1g.10gb, or 1c.2g.20gb for a compute instance smaller than its GI."""
+    gb = (memory_mib + 1023) // 1024
+    return f"{gi_slices}g.{gb}gb" if ci_slices == gi_slices else f"{ci_slices}c.{gi_slices}g.{gb}gb"
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

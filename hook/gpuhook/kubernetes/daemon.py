@@ -1,5 +1,6 @@
-"""`gpuhook device-plugin`: the long-running loop. One ResourcePlugin per vendor whose driver is loaded, each
-served on its own socket in the kubelet's device plugin directory and registered with the kubelet.
+"""`gpuhook device-plugin`: the long-running loop. One ResourcePlugin per vendor whose driver is loaded (and, under
+`[kubernetes] mig_strategy = "mixed"`, one per MIG profile: kubernetes/devices.py), each served on its own socket in
+the kubelet's device plugin directory and registered with the kubelet.
 
 Every `health_interval` the loop re-runs discovery (the runtime's own) and updates what each plugin
 advertises; when the kubelet restarts (its socket is recreated, or ours was removed) it serves and registers
@@ -8,6 +9,7 @@ anew; it expires allocations nobody claimed. SIGTERM or SIGINT: stop the streams
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -17,18 +19,19 @@ import time
 import grpc
 
 from gpuhook.apply import allocations
-from gpuhook.host.discover import discover
+from gpuhook.host.discover import discover, identified
 from gpuhook.host.numa import numa_node
 from gpuhook.host.root import Root
 from gpuhook.kubernetes.api import constants, deviceplugin_pb2_grpc
 from gpuhook.kubernetes.api import deviceplugin_pb2 as pb
-from gpuhook.kubernetes.devices import advertise
+from gpuhook.kubernetes.devices import advertise, resources
 from gpuhook.kubernetes.plugin import ResourcePlugin
 from gpuhook.vendors.registry import get
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from gpuhook.config import Config
+    from gpuhook.host.inventory import Gpu, Inventory, VendorInventory
 
 _EXPIRE_EVERY = 30.0  # seconds between sweeps of unclaimed, expired allocations
 _REGISTER_TIMEOUT = 5.0
@@ -43,17 +46,19 @@ def say(line: str) -> None:
 class _Served:
     """One plugin's gRPC server on its socket, and whether the kubelet took its registration."""
 
-    def __init__(self, plugin: ResourcePlugin, kubelet_dir: str) -> None:
+    def __init__(self, plugin: ResourcePlugin, kubelet_dir: str, config: Config) -> None:
         self.plugin = plugin
-        self.socket = os.path.join(kubelet_dir, f"gpuhook-{plugin.vendor.NAME}.sock")
+        name = plugin.vendor.NAME  # the vendor's resource; another (a MIG profile's) adds its own name
+        if plugin.resource != config.kubernetes.resource(name):
+            name += "-" + plugin.resource.split("/", 1)[-1]
+        self.socket = os.path.join(kubelet_dir, f"gpuhook-{name}.sock")
         self.server: grpc.Server | None = None
         self.registered = False
 
     def serve(self) -> None:
         """(Re)bind the socket and start serving. Creates the socket file."""
         self.close()
-        if os.path.lexists(self.socket):
-            os.unlink(self.socket)
+        _remove(self.socket)
         server = grpc.server(_executor(), options=[("grpc.so_reuseport", 0)])
         deviceplugin_pb2_grpc.add_DevicePluginServicer_to_server(self.plugin, server)
         server.add_insecure_port(f"unix://{self.socket}")
@@ -65,8 +70,13 @@ class _Served:
         if self.server is not None:
             self.server.stop(grace=0.5).wait(2)
             self.server = None
-        if os.path.exists(self.socket):
-            os.unlink(self.socket)
+        _remove(self.socket)
+
+
+def _remove(path: str) -> None:
+    """Remove a socket file; one the kubelet removed meanwhile (it cleans its directory when it starts) is fine."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
 
 
 def run(config: Config, kubelet_dir: str) -> int:
@@ -75,8 +85,12 @@ def run(config: Config, kubelet_dir: str) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     root = Root(config.host_root)
-    inventory = discover(root)
-    served = [_Served(ResourcePlugin(get(inv.vendor), config, say), kubelet_dir) for inv in inventory.vendors]
+    strategy = config.kubernetes.mig_strategy
+    named: dict[tuple[str, ...], Inventory] = {}
+    inventory = _inventory(root, strategy, named)
+    served = [_Served(ResourcePlugin(get(inv.vendor), config, say, resource), kubelet_dir, config)
+              for inv in inventory.vendors
+              for resource in _resources(inv, config)]
     if not served:
         say(f"no GPU driver is loaded on this host (root {config.host_root}): nothing to advertise; waiting")
     kubelet_sock = os.path.join(kubelet_dir, constants.KUBELET_SOCKET_NAME)
@@ -85,22 +99,31 @@ def run(config: Config, kubelet_dir: str) -> int:
     last_expire = 0.0
     try:
         while not stop.is_set():
-            inventory = discover(root)
+            inventory = _inventory(root, strategy, named)
+            for found in inventory.vendors:  # a MIG profile made since start gets its own resource
+                for resource in _resources(found, config):
+                    if all(s.plugin.resource != resource for s in served):
+                        served.append(_Served(ResourcePlugin(get(found.vendor), config, say, resource), kubelet_dir,
+                                              config))
             for s in served:
                 inv = inventory.vendor(s.plugin.vendor.NAME)
                 for g in inv.gpus if inv else ():
                     if g.pci not in numa:
                         numa[g.pci] = numa_node(root, g.pci)
-                if s.plugin.update(advertise(inv, config.kubernetes.replicas, numa, s.plugin.devices)):
+                gpus = _resources(inv, config).get(s.plugin.resource, ()) if inv else ()
+                if s.plugin.update(advertise(inv, config.kubernetes.replicas, numa, s.plugin.devices, gpus)):
                     bad = [f"{d.id} ({d.why})" for d in s.plugin.devices if not d.healthy]
                     say(f"{s.plugin.resource}: {len(s.plugin.devices)} devices"
                         + (f", unhealthy: {', '.join(bad)}" if bad else ", all healthy"))
             now_seen = _identity(kubelet_sock)
             for s in served:
-                if s.server is None or now_seen != kubelet_seen or not os.path.exists(s.socket):
-                    s.serve()
-                if not s.registered and now_seen is not None:
-                    s.registered = _register(kubelet_sock, s, config)
+                try:
+                    if s.server is None or now_seen != kubelet_seen or not os.path.exists(s.socket):
+                        s.serve()
+                    if not s.registered and now_seen is not None:
+                        s.registered = _register(kubelet_sock, s, config)
+                except (OSError, RuntimeError) as e:  # a directory in flux (the kubelet restarting): next round
+                    say(f"{s.plugin.resource}: cannot serve on {s.socket} ({e}); trying again")
             kubelet_seen = now_seen
             if time.monotonic() - last_expire > _EXPIRE_EVERY:
                 for gone in allocations.expire(config.state_dir, time.time()):
@@ -113,6 +136,30 @@ def run(config: Config, kubelet_dir: str) -> int:
             s.close()
         say("stopped")
     return 0
+
+
+def _resources(inv: VendorInventory, config: Config) -> dict[str, tuple[Gpu, ...]]:
+    """The resources to serve for one vendor's inventory, each with what it advertises."""
+    vendor = get(inv.vendor)
+    return resources(inv, config.kubernetes.resource(inv.vendor), config.kubernetes.mig_strategy,
+                     vendor.SLICE_RESOURCE)
+
+
+def _inventory(root: Root, strategy: str, named: dict[tuple[str, ...], Inventory]) -> Inventory:
+    """Discovery, with the MIG devices' UUIDs and profiles (NVML) when a strategy advertises them: asked again only
+    when the slices procfs shows change (`named` caches the last answer)."""
+    found = discover(root)
+    if strategy == "none" or not any(v.slices for v in found.vendors):
+        return found
+    layout = tuple(f"{s.parent}/{s.place}/{len(s.nodes)}" for v in found.vendors for s in v.slices)
+    if layout not in named:
+        named.clear()
+        named[layout] = identified(root, found)
+    from gpuhook.frozen import replace
+
+    cached = named[layout]
+    return replace(found, vendors=tuple(replace(v, slices=c.slices) if (c := cached.vendor(v.vendor)) else v
+                                        for v in found.vendors))
 
 
 def _identity(path: str) -> tuple[int, int] | None:

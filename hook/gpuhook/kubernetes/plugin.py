@@ -32,9 +32,9 @@ if TYPE_CHECKING:
 class ResourcePlugin(deviceplugin_pb2_grpc.DevicePluginServicer):
     """The DevicePlugin service for one vendor's resource; `update` feeds it what discovery sees."""
 
-    def __init__(self, vendor: Vendor, config: Config, say: Callable[[str], None]) -> None:
+    def __init__(self, vendor: Vendor, config: Config, say: Callable[[str], None], resource: str = "") -> None:
         self.vendor = vendor
-        self.resource = config.kubernetes.resource(vendor.NAME)
+        self.resource = resource or config.kubernetes.resource(vendor.NAME)
         self._config = config
         self._say = say
         self._cond = threading.Condition()
@@ -101,15 +101,17 @@ class ResourcePlugin(deviceplugin_pb2_grpc.DevicePluginServicer):
             except KeyError as e:
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                               f"gpuhook: {self.resource}: device {e.args[0]!r} was never advertised on this node")
-        # CDI names a GPU by UUID, else by index (gpuhook's specs have both; a PCI address is not a name)
-        cdi = {d.gpu: d.gpu if ":" not in d.gpu else str(d.index) for d in devices}
-        return pb.AllocateResponse(container_responses=[self._allocate(ids, gpus, cdi) for ids, gpus in asked])
+        # CDI names a GPU by UUID, else by index (gpuhook's specs have both; a PCI address is not a name); a slice
+        # by its own name in CDI and the env alike
+        cdi = {d.gpu: d.name or (d.gpu if ":" not in d.gpu else str(d.index)) for d in devices}
+        env = {d.gpu: d.name or d.gpu for d in devices}
+        return pb.AllocateResponse(container_responses=[self._allocate(ids, gpus, cdi, env) for ids, gpus in asked])
 
     def PreStartContainer(self, request: Any, context: Any) -> Any:
         """Not asked for (pre_start_required is false); answered empty."""
         return pb.PreStartContainerResponse()
 
-    def _allocate(self, ids: tuple[str, ...], gpus: tuple[str, ...], cdi: dict[str, str]) -> Any:
+    def _allocate(self, ids: tuple[str, ...], gpus: tuple[str, ...], cdi: dict[str, str], env: dict[str, str]) -> Any:
         k8s = self._config.kubernetes
         now = time.time()
         alloc = allocations.Allocation(secrets.token_hex(16), self.resource, self.vendor.NAME, gpus, ids,
@@ -123,7 +125,7 @@ class ResourcePlugin(deviceplugin_pb2_grpc.DevicePluginServicer):
         if "annotation" in k8s.allocate_with:
             answer.annotations[f"{PREFIX}{ALLOCATION}"] = alloc.id
         if "env" in k8s.allocate_with:
-            answer.envs[self.vendor.ENV_KEY] = ",".join(gpus)
+            answer.envs[self.vendor.ENV_KEY] = ",".join(env[g] for g in gpus)
         if "cdi" in k8s.allocate_with:
             answer.cdi_devices.extend(pb.CDIDevice(name=f"{self.vendor.CDI_KIND}={cdi[g]}") for g in gpus)
         return answer

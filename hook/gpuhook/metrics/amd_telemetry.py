@@ -45,7 +45,7 @@ class AmdSmiTelemetry:
 
     def read(self, gpus: Sequence[Gpu]) -> dict[str, Reading]:
         """Each GPU's reading, by its KFD unique id (else PCI address). Calls amdsmi."""
-        return {g.uuid or g.pci: self._one(g) for g in gpus}
+        return {g.key(): self._one(g) for g in gpus}
 
     def _one(self, gpu: Gpu) -> Reading:
         smi = self._smi
@@ -107,7 +107,7 @@ class SysfsTelemetry:
 
     def read(self, gpus: Sequence[Gpu]) -> dict[str, Reading]:
         """Each GPU's reading, by its KFD unique id (else PCI address). Reads sysfs."""
-        return {g.uuid or g.pci: self._one(g) for g in gpus}
+        return {g.key(): self._one(g) for g in gpus}
 
     def _one(self, gpu: Gpu) -> Reading:
         if not gpu.sysfs:

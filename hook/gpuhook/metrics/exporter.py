@@ -61,7 +61,7 @@ class Collector:
                 say(f"cannot gather the metrics: {e}")
                 raise
             view = replace(view, duration=time.perf_counter() - start)
-            self._known.update({g.uuid or g.pci: g for v in view.inventory.vendors for g in v.gpus})
+            self._known.update({g.key(): g for v in view.inventory.vendors for g in v.gpus})
             self._report(health(view))
             return iter(families(view))
 

@@ -55,12 +55,12 @@ def families(view: View) -> list[Family]:
     out: dict[str, Family] = {f.name: (CounterMetricFamily if f.kind == "counter" else GaugeMetricFamily)(
         f.name, f.help, labels=list(f.labels)) for f in FAMILIES}
     inv = view.inventory
-    vendor_of = {g.uuid or g.pci: g.vendor for g in view.known}
-    vendor_of |= {g.uuid or g.pci: g.vendor for v in inv.vendors for g in v.gpus}
+    vendor_of = {g.key(): g.vendor for g in view.known}
+    vendor_of |= {g.key(): g.vendor for v in inv.vendors for g in v.gpus}
     readings = dict(view.readings or ())
     for v in inv.vendors:
         for g in v.gpus:
-            key = g.uuid or g.pci
+            key = g.key()
             out["gpuhook_gpu_info"].add_metric([g.vendor, str(g.index), key, g.pci, g.model, v.driver_version or ""],
                                                1)
             for field, name in TELEMETRY.items():
@@ -98,12 +98,12 @@ def health(view: View) -> dict[tuple[str, str], str]:
     out: dict[tuple[str, str], str] = {}
     for v in inv.vendors:
         for g in v.gpus:
-            key = g.uuid or g.pci
+            key = g.key()
             reading = readings.get(key)
             error = "" if view.readings is None else reading.error if reading else "the GPU gave no reading"
             out[(g.vendor, key)] = problem(g, error)
     for g in view.known:
-        out.setdefault((g.vendor, g.uuid or g.pci), vanished(inv.vendor(g.vendor) is not None))
+        out.setdefault((g.vendor, g.key()), vanished(inv.vendor(g.vendor) is not None))
     return out
 
 

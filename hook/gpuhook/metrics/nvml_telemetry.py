@@ -37,7 +37,7 @@ class NvmlTelemetry:
 
     def read(self, gpus: Sequence[Gpu]) -> dict[str, Reading]:
         """Each GPU's reading, by UUID. Calls NVML."""
-        return {g.uuid or g.pci: self._one(g) for g in gpus}
+        return {g.key(): self._one(g) for g in gpus}
 
     def _one(self, gpu: Gpu) -> Reading:
         nv = self._nvml

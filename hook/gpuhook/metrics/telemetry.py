@@ -72,7 +72,7 @@ class Sessions:
         present = set()
         for inv in inventory.with_gpus():
             present.add(inv.vendor)
-            generation = (inv.driver_version or "", tuple(g.uuid or g.pci for g in inv.gpus))
+            generation = (inv.driver_version or "", tuple(g.key() for g in inv.gpus))
             held = self._open.get(inv.vendor)
             if held is not None and (held[0] != generation or held[1].broken):
                 self._close(inv.vendor)
@@ -81,7 +81,7 @@ class Sessions:
                 try:
                     held = (generation, get(inv.vendor).telemetry(self._root, inv))
                 except GpuhookError as e:
-                    out.update({g.uuid or g.pci: Reading(error=str(e)) for g in inv.gpus})
+                    out.update({g.key(): Reading(error=str(e)) for g in inv.gpus})
                     continue
                 self._open[inv.vendor] = held
             out.update(held[1].read(inv.gpus))

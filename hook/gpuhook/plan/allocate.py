@@ -71,12 +71,12 @@ def resolve_count(sel: Selection, inv: VendorInventory, label: str, users: Mappi
                   numa: Mapping[str, int]) -> Selection:
     """A count:N selection as the N free GPUs it gets (by UUID, else PCI address); PlanError when fewer are free.
     `users` maps a GPU in use to a container using it; `numa` a GPU's PCI address to its NUMA node."""
-    free = [g for g in inv.gpus if not g.missing and (g.uuid or g.pci) not in users]
-    units = [Unit(g.uuid or g.pci, g.uuid or g.pci, numa.get(g.pci, -1), g.index) for g in free]
+    free = [g for g in inv.gpus if not g.missing and g.key() not in users]
+    units = [Unit(g.key(), g.key(), numa.get(g.pci, -1), g.index) for g in free]
     got = pick(units, sel.count)
     if len(got) < sel.count:
-        busy = [f"GPU {g.index} by container {users[g.uuid or g.pci][:12]}" for g in inv.gpus
-                if (g.uuid or g.pci) in users][:4]
+        busy = [f"GPU {g.index} by container {users[g.key()][:12]}" for g in inv.gpus
+                if g.key() in users][:4]
         broken = [f"GPU {g.index} lacks {g.missing[0]}" for g in inv.gpus if g.missing][:2]
         why = "; ".join(busy + broken) or "the host has no more"
         raise PlanError(f"{sel.source}={sel.shown!r}: only {len(free)} of this host's {len(inv.gpus)} {label} GPUs "

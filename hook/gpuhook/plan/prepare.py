@@ -45,7 +45,7 @@ class Prepared:
     drivers: tuple[tuple[str, str], ...] = ()  # (vendor, driver version whose user space it gets)
     settings: tuple[Setting, ...] = ()  # host tuning for the prestart hook to apply
     exclusive: tuple[str, ...] = ()  # GPUs to lease
-    gpus: tuple[str, ...] = ()  # every GPU the container gets (UUID, else PCI address)
+    gpus: tuple[str, ...] = ()  # every GPU the container gets (Gpu.key), and the physical GPUs of its slices
     procfs: tuple[ProcfsCopy, ...] = ()  # copies to write; their overlays join `edits` once written
     host_rocm: str | None = None  # the version of the host ROCm tree it gets
 
@@ -90,10 +90,13 @@ def decide(request: Request, inventory: Inventory, facts: HostFacts, spec: Spec,
     tuning = request.tuning
     selected = _selected(request, inventory, spec, config)
     by_vendor = {inv.vendor: (inv, gpus) for inv, gpus in selected}
-    settings = settings_for(tuning, selected)
-    gpu_names = tuple(g.uuid or g.pci for _, gpus in selected for g in gpus)
+    settings = settings_for(tuning, selected, config.tuning.shared_slices)
+    gpu_names = tuple(g.key() for _, gpus in selected for g in gpus)
+    # a slice's container uses its physical GPU too: a lease on the GPU holds against it, and it counts as a user
+    # of the GPU for another container's lease
+    used = tuple(dict.fromkeys((*gpu_names, *(g.parent for _, gpus in selected for g in gpus if g.parent))))
     ledger = facts.ledger or {"leases": {}, "settings": {}}
-    check_leases(ledger["leases"], gpu_names)  # a lease holds against every container that would get the GPU
+    check_leases(ledger["leases"], used)  # a lease holds against every container that would get the GPU
     if settings or tuning.exclusive:  # the prestart hook checks again under the ledger's lock: the authority
         check_conflicts(ledger, settings, gpu_names if tuning.exclusive else (), lambda h: False,
                         lambda gpu: [c for g, c in facts.users if g == gpu])
@@ -119,7 +122,7 @@ def decide(request: Request, inventory: Inventory, facts: HostFacts, spec: Spec,
                           "libc-bin or set `ldconfig` in " + config.path)
     drivers = tuple((v, inv.driver_version or "") for v, (inv, _) in by_vendor.items())
     procfs = tuple(ProcfsCopy(v, target, files) for v, target, files in facts.procfs if v in by_vendor)
-    return Prepared(edits, warnings, drivers, settings, gpu_names if tuning.exclusive else (), gpu_names, procfs,
+    return Prepared(edits, warnings, drivers, settings, gpu_names if tuning.exclusive else (), used, procfs,
                     tree_version)
 
 
@@ -138,7 +141,7 @@ def _selected(request: Request, inventory: Inventory, spec: Spec, config: Config
     if tuning.env and "amd" not in vendors:
         raise RequestError("gpuhook.dev/fine-grain-pcie and gpuhook.dev/gfx-override are AMD runtime settings, "
                            "but this container's GPUs are " + ", ".join(dict.fromkeys(vendors)))
-    settings_for(tuning, selected)
+    settings_for(tuning, selected, config.tuning.shared_slices)
     return selected
 
 

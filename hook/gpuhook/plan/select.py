@@ -33,7 +33,7 @@ def select(sel: Selection, inventory: Inventory, vendors: dict[str, Vendor]) -> 
     """The vendor and the GPUs one selection names, in the order asked; PlanError when they do not exist."""
     inv = vendor_for(sel, inventory, vendors)
     if sel.devices is None:
-        gpus: tuple[Gpu, ...] = inv.gpus
+        gpus: tuple[Gpu, ...] = (*inv.gpus, *inv.slices)  # as NVIDIA's toolkit: all GPUs and all MIG devices
         if not gpus:
             raise PlanError(f"{sel.source}={sel.shown!r} asks for all {_label(inv, vendors)} GPUs but the "
                             f"{_label(inv, vendors)} driver on this host lists none")
@@ -78,10 +78,15 @@ def vendor_for(sel: Selection, inventory: Inventory, vendors: dict[str, Vendor])
 
 
 def _find(ident: str, sel: Selection, inv: VendorInventory, vendors: dict[str, Vendor]) -> Gpu:
-    for gpu in inv.gpus:
-        if ident.lower() in (str(gpu.index), gpu.uuid.lower(), gpu.pci):
+    for gpu in inv.gpus:  # an AMD partition also by the key an allocation record holds
+        if ident.lower() in (str(gpu.index), gpu.uuid.lower(), gpu.pci) or (gpu.parent and ident == gpu.key()):
+            return gpu
+    for gpu in inv.slices:  # by index form, UUID, or the key an allocation record holds
+        if ident.lower() in (gpu.slice, gpu.uuid.lower(), gpu.key().lower()):
             return gpu
     have = ", ".join(f"{g.index} ({g.uuid or g.pci})" for g in inv.gpus) or "none"
+    if inv.slices:
+        have += "; slices " + ", ".join(f"{g.slice}" + (f" ({g.uuid})" if g.uuid else "") for g in inv.slices)
     count = f" ({len(inv.gpus)} {_label(inv, vendors)} GPUs)" if ident.isdigit() else ""
     raise PlanError(f"{sel.source}={sel.shown!r}: no {_label(inv, vendors)} GPU {ident} on this host{count}; "
                     f"it has: {have}")

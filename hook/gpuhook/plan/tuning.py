@@ -35,9 +35,31 @@ class Setting:
         return f"{self.vendor}:{self.gpu}:{self.name}"
 
 
-def settings_for(tuning: Tuning, selected: Iterable[tuple[VendorInventory, Sequence[Gpu]]]) -> tuple[Setting, ...]:
-    """The host settings that give `selected` GPUs what `tuning` asks; RequestError for the wrong vendor."""
-    return tuple(s for inv, gpus in selected for gpu in gpus for s in get(inv.vendor).settings(tuning, gpu))
+def settings_for(tuning: Tuning, selected: Iterable[tuple[VendorInventory, Sequence[Gpu]]],
+                 shared_slices: bool = False) -> tuple[Setting, ...]:
+    """The host settings that give `selected` GPUs what `tuning` asks, on the physical GPUs (a slice's settings are
+    its GPU's); RequestError for the wrong vendor, PolicyError for a slice whose siblings the container lacks
+    (unless `shared_slices`)."""
+    out: dict[str, Setting] = {}
+    for inv, gpus in selected:
+        for gpu in gpus:
+            physical = gpu
+            if gpu.parent and tuning.sets_gpu():
+                physical = _physical(inv, gpu, gpus, shared_slices)
+            for s in get(inv.vendor).settings(tuning, physical):
+                out.setdefault(s.key, s)
+    return tuple(out.values())
+
+
+def _physical(inv: VendorInventory, gpu: Gpu, chosen: Sequence[Gpu], shared_slices: bool) -> Gpu:
+    """The GPU a slice's tuning lands on; PolicyError naming the siblings the container does not hold."""
+    lacking = [g for g in inv.siblings(gpu) if g not in chosen]
+    if lacking and not shared_slices:
+        names = ", ".join(g.slice + (f" ({g.uuid})" if g.uuid else "") for g in lacking)
+        raise PolicyError(f"clocks, power and compute mode belong to the whole GPU {gpu.index} ({gpu.parent}), "
+                          f"but this container has only some of its slices: not {names}; ask for every slice of "
+                          "the GPU, or the admin allows it with [tuning] shared_slices = true")
+    return next((g for g in inv.gpus if not g.parent and (g.uuid or g.pci) == gpu.parent), gpu)
 
 
 def check_policy(tuning: Tuning, policy: TuningPolicy) -> None:
@@ -95,12 +117,16 @@ def check_conflicts(state: Mapping[str, Any], settings: Sequence[Setting], exclu
 
 
 def gpus_in_spec(devices: Iterable[Mapping[str, Any]], inventory: Inventory) -> Selected:
-    """GPUs whose nodes the spec already has (a device plugin or --device put them there)."""
+    """GPUs whose nodes the spec already has (a device plugin or --device put them there); a GPU's slices (MIG
+    devices) in its place where the spec has their nodes."""
     numbers = {(d.get("major"), d.get("minor")) for d in devices}
     out = []
     for inv in inventory.vendors:
         claims = get(inv.vendor).claims
-        gpus = tuple(g for g in inv.gpus if any((n.major, n.minor) in numbers for n in claims(g)))
+        slices = tuple(s for s in inv.slices if claims(s) and all((n.major, n.minor) in numbers for n in claims(s)))
+        held = {s.parent for s in slices}
+        gpus = tuple(g for g in inv.gpus if g.key() not in held
+                     and any((n.major, n.minor) in numbers for n in claims(g))) + slices
         if gpus:
             out.append((inv, gpus))
     return tuple(out)

@@ -34,7 +34,8 @@ def parse_item(key: str, raw: str, item: str) -> list[str]:
     if pci_parts(item):
         return [normalize_pci(item)]
     raise RequestError(f"{key}={raw!r}: cannot read {item!r} as a GPU; expected all, none, an index (0), "
-                       "a range (0-3), a UUID (GPU-… or 0x…) or a PCI address (0000:3b:00.0)")
+                       "a range (0-3), a UUID (GPU-… or 0x…), a PCI address (0000:3b:00.0) or a MIG device "
+                       "(MIG-… or <gpu>:<mig>, e.g. 0:1)")
 
 
 def _index(key: str, raw: str, text: str) -> int:

@@ -34,6 +34,10 @@ class Tuning:
         """Whether anything must be applied (and later restored) on the host."""
         return any((self.clocks, self.power_limit, self.perf_level, self.compute_mode, self.exclusive))
 
+    def sets_gpu(self) -> bool:
+        """Whether it changes a setting of the physical GPU (clocks, power, performance level, compute mode)."""
+        return any((self.clocks, self.power_limit, self.perf_level, self.compute_mode))
+
 
 def parse_tuning(ours: Mapping[str, str]) -> Tuning:
     """The tuning part of a container's gpuhook.dev/ annotations (keys without the prefix)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 
+from gpuhook.errors import SimulatorError
 from gpuhook.testing import sim_telemetry
 from gpuhook.testing import stub_libs as stubs
 from gpuhook.testing.simulate import SIM_STATE, HostSpec, node, pci_device, write
@@ -16,6 +17,7 @@ MI300X_VRAM = 205822885888  # bytes in an MI300X's KFD memory bank (192G as the 
 PRODUCT_NAME = "AMD Instinct MI300X OAM"  # amdgpu's product_name, from the board's FRU
 # What the stub amd_smi and the sysfs files report for a GPU nobody set (stubs/amd_smi.c): an idle MI300X
 IDLE = sim_telemetry.Telemetry(0, 296747008, MI300X_VRAM, 140000, 40, 2100)
+PARTITIONS = {"SPX": 1, "DPX": 2, "QPX": 4, "CPX": 8}  # an MI300X's compute partition modes (8 XCDs)
 
 
 def build(root: str, spec: HostSpec, count: int) -> None:
@@ -29,24 +31,34 @@ def build(root: str, spec: HostSpec, count: int) -> None:
     if spec.bmc_card:
         _drm(root, "0000:02:00.0", "card0")
         node(root, "/dev/dri/card0", DRI_MAJOR, 0, 0o660, VIDEO_GID)
+    if spec.amd_partitions not in PARTITIONS:
+        raise SimulatorError(f"--partitions {spec.amd_partitions!r}: expected one of {', '.join(PARTITIONS)}")
+    per = PARTITIONS[spec.amd_partitions]
     for i in range(count):
         bus = 0x80 + i
-        render_minor, card = 128 + i, first_card + i
-        write(root, f"{topo}/{i + 1}/properties",
-               f"cpu_cores_count 0\nsimd_count 1216\nsimd_per_cu 4\nmem_banks_count 1\n"
-               f"gfx_target_version {spec.gfx_target_version}\nvendor_id 4098\ndevice_id 29857\n"
-               f"location_id {bus << 8}\ndomain 0\ndrm_render_minor {render_minor}\n"
-               f"unique_id {0x5A1E000000000000 + i}\n")
-        write(root, f"{topo}/{i + 1}/mem_banks/0/properties",
-               f"heap_type 1\nsize_in_bytes {MI300X_VRAM}\nflags 0\nwidth 8192\nmem_clk_max 1300\n")
-        write(root, f"{topo}/{i + 1}/gpu_id", f"{1000 + i}\n")
-        write(root, f"{topo}/{i + 1}/name", "gfx942\n")
+        card = first_card + i
         pci = f"0000:{bus:02x}:00.0"
+        for p in range(per):  # partition p: KFD node, render node (partition 0's on the PCI device)
+            k = i * per + p
+            render_minor = 128 + k
+            write(root, f"{topo}/{k + 1}/properties",
+                  f"cpu_cores_count 0\nsimd_count {1216 // per}\nsimd_per_cu 4\nmem_banks_count 1\n"
+                  f"gfx_target_version {spec.gfx_target_version}\nvendor_id 4098\ndevice_id 29857\n"
+                  f"location_id {bus << 8 | (p if per > 1 else 0)}\ndomain 0\ndrm_render_minor {render_minor}\n"
+                  f"unique_id {0x5A1E000000000000 + i}\n")
+            write(root, f"{topo}/{k + 1}/mem_banks/0/properties",
+                  f"heap_type 1\nsize_in_bytes {MI300X_VRAM // per}\nflags 0\nwidth 8192\nmem_clk_max 1300\n")
+            write(root, f"{topo}/{k + 1}/gpu_id", f"{1000 + k}\n")
+            write(root, f"{topo}/{k + 1}/name", "gfx942\n")
+            _drm(root, pci if p == 0 else f"amdgpu_xcp_{i * (per - 1) + p - 1}", f"renderD{render_minor}")
+            node(root, f"/dev/dri/renderD{render_minor}", DRI_MAJOR, render_minor, 0o660, RENDER_GID)
         _drm(root, pci, f"card{card}")
-        _drm(root, pci, f"renderD{render_minor}")
         node(root, f"/dev/dri/card{card}", DRI_MAJOR, card, 0o660, VIDEO_GID)
-        node(root, f"/dev/dri/renderD{render_minor}", DRI_MAJOR, render_minor, 0o660, RENDER_GID)
-        _amdgpu_sysfs(root, pci_device(root, pci, i, count, spec))
+        device = pci_device(root, pci, i, count, spec)
+        _amdgpu_sysfs(root, device)
+        write(root, f"{device}/current_compute_partition", spec.amd_partitions + "\n")
+        write(root, f"{device}/available_compute_partition", ", ".join(PARTITIONS) + "\n")
+        write(root, f"{device}/current_memory_partition", spec.amd_memory_partition + "\n")
     node(root, "/dev/kfd", KFD_MAJOR, 0, 0o660, RENDER_GID)
     if spec.amd_driver:
         write(root, "/sys/module/amdgpu/version", spec.amd_driver + "\n")
@@ -108,14 +120,16 @@ def _amdsmi(root: str, spec: HostSpec, count: int) -> None:
     shutil.copy2(lib, f"{lib_dir}/libamd_smi.so")
 
 
-def _drm(root: str, pci: str, name: str) -> None:
-    real = f"/sys/devices/pci0000:00/{pci}/drm/{name}"
+def _drm(root: str, device: str, name: str) -> None:
+    """A DRM minor in sysfs under its device: a PCI address, or a platform device (amdgpu_xcp_<N>)."""
+    parent = f"pci0000:00/{device}" if ":" in device else f"platform/{device}"
+    real = f"/sys/devices/{parent}/drm/{name}"
     os.makedirs(root + real, exist_ok=True)
     write(root, f"{real}/dev", "\n")
     os.makedirs(root + "/sys/class/drm", exist_ok=True)
     link = f"{root}/sys/class/drm/{name}"
     if not os.path.islink(link):
-        os.symlink("../../devices/pci0000:00/" + pci + "/drm/" + name, link)
+        os.symlink(f"../../devices/{parent}/drm/{name}", link)
 
 
 def _rocm_tree(root: str, version: str, data_mb: int) -> None:

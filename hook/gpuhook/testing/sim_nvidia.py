@@ -33,7 +33,6 @@ NVIDIA_TOOLS = {"nvidia-smi": "nvidia_smi.c", "nvidia-debugdump": "tool.c", "nvi
 IDLE = sim_telemetry.Telemetry(0, 567017472, 85520809984, 72000, 33, 1980)
 
 
-
 def build(root: str, spec: HostSpec, count: int) -> None:
     """procfs, /dev/nvidia* nodes, stub driver libraries (SONAMEs, a real ld.so.cache) and tools."""
     v = spec.nvidia_driver
@@ -57,6 +56,10 @@ def build(root: str, spec: HostSpec, count: int) -> None:
     node(root, "/dev/nvidia-modeset", NV_MAJOR, 254, 0o666, 0)
     node(root, "/dev/nvidia-uvm", UVM_MAJOR, 0, 0o666, 0)
     node(root, "/dev/nvidia-uvm-tools", UVM_MAJOR, 1, 0o666, 0)
+    if spec.mig:
+        from gpuhook.testing import sim_mig
+
+        sim_mig.build(root, spec, count)
     cc_major, cc_minor = spec.nvidia_arch.split(".")
     os.makedirs(root + SIM_STATE, exist_ok=True)
     defines = {"STUB_DRIVER_VERSION": f'"{v}"', "STUB_CUDA_VERSION": str(spec.cuda_version),

@@ -32,6 +32,10 @@ class HostSpec:
     rocm_data_mb: int = 0  # a sparse data file of this size in each ROCm tree, like rocBLAS's kernel libraries
     others: tuple[tuple[str, int], ...] = ()  # GPUs of vendors registered from outside: (name, count)
     numa_nodes: int = 1  # each vendor's GPUs spread evenly over this many NUMA nodes (sysfs numa_node)
+    mig: tuple[str, ...] = ()  # NVIDIA MIG profiles (1g.10gb, 3g.40gb, ...) made on each MIG GPU, in order
+    mig_gpus: int | None = None  # how many NVIDIA GPUs (the first ones) are in MIG mode; None: all, when `mig`
+    amd_partitions: str = "SPX"  # every AMD GPU's compute partition mode: SPX (whole), DPX, QPX, CPX (8 partitions)
+    amd_memory_partition: str = "NPS1"  # and its memory partition mode (NPS1, NPS4)
 
     def gpus_of(self, vendor: str) -> int:
         """How many GPUs of `vendor` the host has."""

@@ -31,6 +31,7 @@ NONE_MEANS_DRIVER = False
 CAPABILITIES_ENV = None
 CDI_KIND = "amd.com/gpu"
 DOCKER_GPUS_HOOK = None  # Docker 28.3+ sets AMD_VISIBLE_DEVICES for its "amd" driver, without a hook
+SLICE_RESOURCE = "amd.com/{profile}"  # partitions are GPUs of their own: never asked (no slices beside them)
 KFD = "/dev/kfd"
 KFD_PROC = "/sys/class/kfd/kfd/proc"  # other tenants' GPU processes
 _NODES = "/sys/class/kfd/kfd/topology/nodes"
@@ -40,13 +41,19 @@ def discover(root: Root) -> VendorInventory | None:
     """GPUs in KFD node order (nodes with SIMDs), their render and card nodes; None without KFD."""
     if not root.exists(_NODES) and not root.exists(KFD):
         return None
+    from gpuhook.vendors import amd_partitions
+
     node_ids = sorted((n for n in root.listdir(_NODES) if n.isdigit()), key=int)
     gpus: list[Gpu] = []
+    parts: list[int] = []
     for node_id in node_ids:
         props = kfd_properties(root, f"{_NODES}/{node_id}/properties")
         if props.get("simd_count", 0) <= 0:
             continue
-        gpus.append(_gpu(root, len(gpus), node_id, props))
+        gpu, part = _gpu(root, len(gpus), node_id, props)
+        gpus.append(gpu)
+        parts.append(part)
+    gpus = amd_partitions.mark(root, gpus, parts)
     version = None
     if root.exists("/sys/module/amdgpu/version"):
         version = root.read_text("/sys/module/amdgpu/version").strip() or None
@@ -65,6 +72,11 @@ def parse_id(item: str) -> str | None:
 def plan(inv: VendorInventory, gpus: Sequence[Gpu], capabilities: frozenset[str], host_base: str) -> Edits:
     """/dev/kfd plus each GPU's render and card node, their cgroup rules and their groups."""
     return Edits.for_nodes([*inv.shared_nodes, *(n for g in gpus for n in g.nodes)])
+
+
+def identify(root: Root, inv: VendorInventory, idents: Sequence[str] | None) -> VendorInventory:
+    """AMD's identities all come from sysfs: `inv` as it is."""
+    return inv
 
 
 def claims(gpu: Gpu) -> tuple[DeviceNode, ...]:
@@ -131,11 +143,11 @@ def telemetry(root: Root, inv: VendorInventory) -> Source:
     return SysfsTelemetry(root)
 
 
-def labels(inv: VendorInventory, root: Root, replicas: int) -> dict[str, str]:
+def labels(inv: VendorInventory, root: Root, replicas: int, strategy: str = "none") -> dict[str, str]:
     """ROCm release, in-tree, gfx targets and the node labeller's amd.com/ labels (amd_labels.py). Reads sysfs."""
-    from gpuhook.vendors import amd_labels
+    from gpuhook.vendors import amd_labels, amd_partitions
 
-    return amd_labels.labels(inv, root, replicas)
+    return {**amd_labels.labels(inv, root, replicas), **amd_partitions.labels(root, inv)}
 
 
 def checks(inv: VendorInventory) -> tuple[tuple[str, str, str], ...]:
@@ -155,10 +167,13 @@ def gfx_target(version: int) -> str:
     return f"gfx{version // 10000}{(version // 100) % 100}{version % 100:x}"
 
 
-def _gpu(root: Root, index: int, node_id: str, props: dict[str, int]) -> Gpu:
+def _gpu(root: Root, index: int, node_id: str, props: dict[str, int]) -> tuple[Gpu, int]:
+    """One KFD GPU node, and its partition's number on its physical GPU (0 for a whole GPU)."""
+    from gpuhook.vendors.amd_partitions import physical
+
     location = props.get("location_id", 0)
-    pci = (f"{props.get('domain', 0):04x}:{location >> 8 & 0xFF:02x}:"
-           f"{location >> 3 & 0x1F:02x}.{location & 0x7}")
+    pci, part = physical(root, f"{props.get('domain', 0):04x}:{location >> 8 & 0xFF:02x}:"
+                               f"{location >> 3 & 0x1F:02x}.{location & 0x7}")
     unique = props.get("unique_id", 0)
     try:
         model = root.read_text(f"{_NODES}/{node_id}/name").strip()
@@ -172,7 +187,7 @@ def _gpu(root: Root, index: int, node_id: str, props: dict[str, int]) -> Gpu:
     target = props.get("gfx_target_version", 0)
     sysfs = root.to_host(os.path.dirname(drm_dir)) if drm_dir else ""  # the PCI device, parent of its drm/
     return Gpu(NAME, index, hex(unique) if unique else "", pci, model, tuple(found), missing,
-               gfx_target(target) if target else "", sysfs)
+               gfx_target(target) if target else "", sysfs), part
 
 
 def _drm_dir(root: Root, render: str) -> str:

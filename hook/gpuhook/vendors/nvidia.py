@@ -6,10 +6,11 @@ import os
 
 from gpuhook.edits import DeviceNode, Edits, Mount, merge
 from gpuhook.errors import RequestError
-from gpuhook.host import ldcache
 from gpuhook.host.devnodes import read_node
-from gpuhook.host.inventory import DriverFile, Gpu, VendorInventory
+from gpuhook.host.inventory import Gpu, VendorInventory
 from gpuhook.request.ids import is_hex, normalize_pci
+from gpuhook.vendors import nvidia_mig
+from gpuhook.vendors.nvidia_files import driver_files
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -31,29 +32,9 @@ NONE_MEANS_DRIVER = True
 CAPABILITIES_ENV = "NVIDIA_DRIVER_CAPABILITIES"
 CDI_KIND = "nvidia.com/gpu"
 DOCKER_GPUS_HOOK = "nvidia-container-runtime-hook"  # gpuhook ships one: cli/nvidia_hook.py
+SLICE_RESOURCE = "nvidia.com/mig-{profile}"  # NVIDIA's device plugin's mixed strategy
 _UUID_GROUPS = (8, 4, 4, 4, 12)  # GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx
 
-# Driver libraries (SONAME stems) and tools per capability, after NVIDIA's own container toolkit lists.
-LIBRARIES: dict[str, tuple[str, ...]] = {
-    "utility": ("libnvidia-ml.so", "libnvidia-cfg.so"),
-    "compute": ("libcuda.so", "libcudadebugger.so", "libnvidia-opencl.so", "libnvidia-ptxjitcompiler.so",
-                "libnvidia-fatbinaryloader.so", "libnvidia-allocator.so", "libnvidia-compiler.so",
-                "libnvidia-nvvm.so", "libnvidia-gpucomp.so", "libnvidia-pkcs11.so",
-                "libnvidia-pkcs11-openssl3.so"),
-    "video": ("libvdpau_nvidia.so", "libnvidia-encode.so", "libnvidia-opticalflow.so", "libnvcuvid.so"),
-    "graphics": ("libnvidia-eglcore.so", "libnvidia-glcore.so", "libnvidia-tls.so", "libnvidia-glsi.so",
-                 "libnvidia-fbc.so", "libnvidia-ifr.so", "libnvidia-rtcore.so", "libnvoptix.so",
-                 "libGLX_nvidia.so", "libEGL_nvidia.so", "libGLESv2_nvidia.so", "libGLESv1_CM_nvidia.so",
-                 "libnvidia-glvkspirv.so", "libnvidia-cbl.so"),
-    "ngx": ("libnvidia-ngx.so",),
-}
-BINARIES: dict[str, tuple[str, ...]] = {
-    "utility": ("nvidia-smi", "nvidia-debugdump", "nvidia-persistenced"),
-    "compute": ("nvidia-cuda-mps-control", "nvidia-cuda-mps-server"),
-}
-LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu/nvidia/current", "/usr/lib64",
-            "/usr/lib/aarch64-linux-gnu", "/usr/lib", "/lib64", "/lib")
-BIN_DIRS = ("/usr/bin", "/usr/sbin", "/usr/local/bin", "/bin", "/sbin")
 CONTROL_NODES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
 MODESET_NODE = "/dev/nvidia-modeset"
 _PROC = "/proc/driver/nvidia"
@@ -74,11 +55,16 @@ def discover(root: Root) -> VendorInventory | None:
         gpus.append(Gpu(NAME, index, info.get("GPU UUID", ""), info["Bus Location"],
                         info.get("Model", ""), (node,) if node else (), () if node else (path,)))
     shared = tuple(n for p in (*CONTROL_NODES, MODESET_NODE) if (n := read_node(root, p)))
-    return VendorInventory(NAME, version, tuple(gpus), shared, _driver_files(root, version))
+    slices, notes = nvidia_mig.discover(root, gpus)
+    return VendorInventory(NAME, version, tuple(gpus), shared, driver_files(root, version), notes, slices)
 
 
 def parse_id(item: str) -> str | None:
-    """A GPU UUID (GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx), lower-cased; None for anything else."""
+    """A GPU UUID (GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx), lower-cased, a MIG device's UUID (MIG-…) or index
+    form (<gpu>:<mig>); None for anything else."""
+    mig = nvidia_mig.parse_id(item)
+    if mig is not None:
+        return mig
     if item.startswith("GPU-") and [len(g) for g in item[4:].split("-")] == list(_UUID_GROUPS) \
             and is_hex(item[4:].replace("-", ""), 32, 32):
         return "GPU-" + item[4:].lower()
@@ -98,9 +84,18 @@ def plan(inv: VendorInventory, gpus: Sequence[Gpu], capabilities: frozenset[str]
     return merge([Edits.for_nodes(nodes), Edits(mounts=mounts, ldcache_dirs=lib_dirs)])
 
 
+def identify(root: Root, inv: VendorInventory, idents: Sequence[str] | None) -> VendorInventory:
+    """MIG devices' UUIDs and profiles from NVML when `idents` name a MIG UUID (or are None); else `inv` as it is.
+    Loads NVML."""
+    lib = _nvml_library(inv)
+    if not inv.slices or lib is None or (idents is not None and not any(i.startswith("MIG-") for i in idents)):
+        return inv
+    return nvidia_mig.with_uuids(inv, root.lexical(lib))
+
+
 def claims(gpu: Gpu) -> tuple[DeviceNode, ...]:
-    """A spec with the GPU's /dev/nvidiaN has the GPU."""
-    return gpu.nodes
+    """A spec with the GPU's /dev/nvidiaN has the GPU; one with a MIG device's GI and CI nodes has that device."""
+    return nvidia_mig.claims(gpu) if gpu.place else gpu.nodes
 
 
 def hardening(policy: Policy) -> Edits:
@@ -110,7 +105,8 @@ def hardening(policy: Policy) -> Edits:
 
 def procfs_files(root: Root, gpus: Sequence[Gpu], policy: Policy) -> tuple[str, dict[str, str]] | None:
     """/proc/driver/nvidia for the container: params with ModifyDeviceFiles 0 (the libraries never try to
-    create device nodes), version, registry and its own GPUs' information only. Reads the host's procfs."""
+    create device nodes), version, registry, its own GPUs' information and its own MIG devices' capabilities
+    only. Reads the host's procfs."""
     if not policy.nvidia_procfs:
         return None
     files: dict[str, str] = {}
@@ -124,6 +120,7 @@ def procfs_files(root: Root, gpus: Sequence[Gpu], policy: Policy) -> tuple[str, 
         info = f"{_PROC}/gpus/{gpu.pci}/information"
         if root.exists(info):
             files[f"gpus/{gpu.pci}/information"] = root.read_text(info)
+    files.update(nvidia_mig.procfs_files(root, gpus))
     return _PROC, files
 
 
@@ -176,21 +173,30 @@ def _nvml_library(inv: VendorInventory | None) -> str | None:
         "libnvidia-ml.so.")), None)
 
 
-def labels(inv: VendorInventory, root: Root, replicas: int) -> dict[str, str]:
-    """The driver's CUDA version and GFD's nvidia.com/ labels (nvidia_labels.py). Loads libcuda and NVML."""
+def labels(inv: VendorInventory, root: Root, replicas: int, strategy: str = "none") -> dict[str, str]:
+    """The driver's CUDA version and GFD's nvidia.com/ labels, MIG's too (nvidia_labels.py). Loads libcuda, NVML."""
     from gpuhook.vendors import nvidia_labels
 
-    return nvidia_labels.labels(inv, root, replicas)
+    return nvidia_labels.labels(inv, root, replicas, strategy)
 
 
 def checks(inv: VendorInventory) -> tuple[tuple[str, str, str], ...]:
-    """The driver libraries a CUDA container needs."""
+    """The driver libraries a CUDA container needs; MIG devices' caps nodes."""
     libs = sorted({os.path.basename(f.source).split(".so")[0] for f in inv.files if f.kind == "lib"})
     missing = [s for s in ("libcuda", "libnvidia-ml") if s not in libs]
     if missing:
-        return (("fail", f"NVIDIA driver libraries missing: {', '.join(missing)}",
-                 "install the driver's user-space packages (libcuda1, libnvidia-ml1)"),)
-    return (("ok", f"{len(libs)} NVIDIA driver libraries found", ""),)
+        found = ("fail", f"NVIDIA driver libraries missing: {', '.join(missing)}",
+                 "install the driver's user-space packages (libcuda1, libnvidia-ml1)")
+    else:
+        found = ("ok", f"{len(libs)} NVIDIA driver libraries found", "")
+    broken = [s for s in inv.slices if s.missing]
+    if broken:
+        shown = ", ".join(f"{s.slice} ({s.missing[0]})" for s in broken)
+        mig = ("warn", f"MIG devices without their caps nodes: {shown}",
+               "make them with nvidia-modprobe -f <the capability's access file under /proc/driver/nvidia/"
+               "capabilities>, as NVIDIA's toolkit does, or with the driver's udev rules")
+        return found, mig
+    return (found, ("ok", f"{len(inv.slices)} MIG devices, each with its caps nodes", "")) if inv.slices else (found,)
 
 
 def simulate(root: str, spec: HostSpec, count: int) -> None:
@@ -229,49 +235,3 @@ def _read_information(root: Root, bdf: str) -> dict[str, str]:
             info[key.strip()] = value.strip()
     info["Bus Location"] = normalize_pci(info["Bus Location"])
     return info
-
-
-def _driver_files(root: Root, version: str | None) -> tuple[DriverFile, ...]:
-    cache = _cached_libraries(root)
-    out: list[DriverFile] = []
-    for cap, stems in LIBRARIES.items():
-        for stem in stems:
-            found = _find_library(root, cache, stem)
-            matching = [p for p in found if version and p.endswith(f".so.{version}")]
-            for real in matching or found:
-                host = root.to_host(real)
-                out.append(DriverFile(cap, "lib", host, host))
-    for cap, names in BINARIES.items():
-        for name in names:
-            for d in BIN_DIRS:
-                real = root.resolve(f"{d}/{name}")
-                if os.path.isfile(real):
-                    out.append(DriverFile(cap, "bin", root.to_host(real), f"{d}/{name}"))
-                    break
-    return tuple(out)
-
-
-def _cached_libraries(root: Root) -> dict[str, list[str]] | None:
-    """The linker cache's paths by SONAME stem (libcuda.so.1 -> libcuda.so): one pass over a cache that
-    holds every library of the host, where a scan per driver library would cost milliseconds."""
-    try:
-        with open(root.resolve("/etc/ld.so.cache"), "rb") as f:
-            entries = ldcache.parse(f.read())
-    except OSError:
-        return None
-    by_stem: dict[str, list[str]] = {}
-    for soname, path in entries:
-        base, versioned, _ = soname.partition(".so.")
-        if versioned:
-            by_stem.setdefault(base + ".so", []).append(path)
-    return by_stem
-
-
-def _find_library(root: Root, cache: dict[str, list[str]] | None, stem: str) -> list[str]:
-    """Real files (links resolved inside the root) of library `stem`, from the cache or the usual dirs."""
-    if cache is not None:
-        candidates = cache.get(stem, [])
-    else:
-        candidates = [f"{d}/{e}" for d in LIB_DIRS for e in root.listdir(d) if e.startswith(stem + ".")]
-    reals = [root.resolve(c) for c in candidates]
-    return list(dict.fromkeys(r for r in reals if os.path.isfile(r)))

@@ -5,6 +5,11 @@ nodeSelectors written for GFD pick gpuhook's nodes too.
 GFD describes one GPU model per node; with several models gpuhook describes the first GPU's (in PCI order)
 and counts the GPUs of that model. The CUDA version is asked of the host's libcuda, compute capability,
 memory and MIG support of its NVML; what they cannot tell is left out (mig.capable stays false).
+
+MIG, as GFD labels it under a strategy ([kubernetes] mig_strategy): `mig.strategy`; with `single` (every MIG
+device is an nvidia.com/gpu, so every GPU must be in MIG mode with one profile) gpu.count, gpu.product
+(<product>-MIG-<profile>), gpu.memory and gpu.slices.gi/ci describe the MIG devices; with `mixed` each profile
+gets mig-<profile>.count, .memory, .slices.gi and .slices.ci.
 """
 
 from __future__ import annotations
@@ -28,8 +33,9 @@ _FAMILIES = {1: "tesla", 2: "fermi", 3: "kepler", 5: "maxwell", 6: "pascal", 9: 
 _PCI_MODES = {"0x0302": "compute", "0x0300": "graphics"}  # PCI class 3D controller / VGA, as GFD's gpu.mode
 
 
-def labels(inv: VendorInventory, root: Root, replicas: int) -> dict[str, str]:
-    """gpuhook's `cuda` and GFD's nvidia.com/ labels. Loads the host's libcuda and NVML, reads PCI sysfs."""
+def labels(inv: VendorInventory, root: Root, replicas: int, strategy: str = "none") -> dict[str, str]:
+    """gpuhook's `cuda` and GFD's nvidia.com/ labels (MIG's under `strategy`). Loads the host's libcuda and NVML,
+    reads PCI sysfs."""
     cuda = _cuda_version(inv, root)
     out = {"cuda": cuda} if cuda else {}
     if not inv.gpus:
@@ -39,7 +45,51 @@ def labels(inv: VendorInventory, root: Root, replicas: int) -> dict[str, str]:
     out.update(gfd(model=first.model, count=sum(g.model == first.model for g in inv.gpus),
                    driver=inv.driver_version or "", cuda=cuda or "", capability=capability, memory_mib=memory,
                    mig_capable=mig, mode=_mode(root, [g.pci for g in inv.gpus]), replicas=replicas))
+    if strategy != "none":
+        out.update(mig_labels(strategy, first.model, _mig_devices(inv, root), len(inv.gpus)))
     return out
+
+
+def mig_labels(strategy: str, model: str, devices: list[tuple[str, str, int]], gpus: int) -> dict[str, str]:
+    """GFD's MIG labels (full keys) for MIG devices as (parent GPU, profile, memory MiB) under `strategy`. Pure."""
+    out = {"mig.strategy": strategy}
+    profiles = sorted({p for _, p, _ in devices if p})
+    if strategy == "single":
+        in_mig = len({parent for parent, _, _ in devices})
+        if devices and in_mig == gpus and len(profiles) == 1:  # else GFD's whole-GPU labels stand
+            gi, ci = _slices(profiles[0])
+            out.update({"gpu.count": str(len(devices)), "gpu.product": f"{sanitise(model)}-MIG-{profiles[0]}",
+                        "gpu.memory": str(devices[0][2]), "gpu.slices.gi": str(gi), "gpu.slices.ci": str(ci)})
+    elif strategy == "mixed":
+        for profile in profiles:
+            same = [d for d in devices if d[1] == profile]
+            gi, ci = _slices(profile)
+            out.update({f"mig-{profile}.count": str(len(same)), f"mig-{profile}.memory": str(same[0][2]),
+                        f"mig-{profile}.slices.gi": str(gi), f"mig-{profile}.slices.ci": str(ci)})
+    return {PREFIX + k: v for k, v in out.items()}
+
+
+def _slices(profile: str) -> tuple[int, int]:
+    """(GI slices, CI slices) of a profile name: 3g.40gb -> (3, 3); 1c.2g.20gb -> (2, 1)."""
+    parts = profile.split(".")
+    gi = next((int(p[:-1]) for p in parts if p.endswith("g") and p[:-1].isdigit()), 0)
+    ci = next((int(p[:-1]) for p in parts if p.endswith("c") and p[:-1].isdigit()), gi)
+    return gi, ci
+
+
+def _mig_devices(inv: VendorInventory, root: Root) -> list[tuple[str, str, int]]:
+    """(parent GPU UUID, profile, memory MiB) of every MIG device NVML reports; [] when it cannot say."""
+    lib = _library(inv, "libnvidia-ml.so.")
+    if lib is None:
+        return []
+    from gpuhook.host import nvml
+
+    try:
+        with nvml.session(root.lexical(lib)) as pynvml:
+            return [(key[0], profile, mib) for g in inv.gpus if g.uuid
+                    for key, (_, profile, mib) in sorted(nvml.mig_devices(pynvml, g.uuid).items())]
+    except (DiscoveryError, ImportError):
+        return []
 
 
 def gfd(*, model: str, count: int, driver: str, cuda: str, capability: str, memory_mib: int, mig_capable: bool,

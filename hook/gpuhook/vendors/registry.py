@@ -44,6 +44,7 @@ class Vendor(Protocol):
     CAPABILITIES_ENV: str | None  # the env that names driver capabilities, if the vendor has one
     CDI_KIND: str  # e.g. nvidia.com/gpu
     DOCKER_GPUS_HOOK: str | None  # the prestart hook Docker's --gpus adds with ENV_KEY (request.docker_flag)
+    SLICE_RESOURCE: str  # the device plugin's per-profile resource name for slices ("mixed"), {profile} in it
 
     def parse_id(self, item: str) -> str | None:
         """The vendor's own identifier form (a UUID) normalised, or None when `item` is not one."""
@@ -51,6 +52,12 @@ class Vendor(Protocol):
 
     def discover(self, root: Root) -> VendorInventory | None:
         """The vendor's driver, GPUs, nodes and files on the host; None when its driver is absent. Reads."""
+        ...
+
+    def identify(self, root: Root, inv: VendorInventory, idents: Sequence[str] | None) -> VendorInventory:
+        """`inv` with the identities only the vendor's library knows (NVIDIA: MIG UUIDs and profiles from NVML)
+        filled in, when `idents` (a request's normalised identifiers; None: a listing's, all) need such a one;
+        else `inv` itself. May load a library."""
         ...
 
     def plan(self, inv: VendorInventory, gpus: Sequence[Gpu], capabilities: frozenset[str],
@@ -84,8 +91,9 @@ class Vendor(Protocol):
         GpuhookError when it cannot start. Loads libraries; reads only."""
         ...
 
-    def labels(self, inv: VendorInventory, root: Root, replicas: int) -> dict[str, str]:
-        """Node labels beyond presence, count and driver, for GPUs shared `replicas` ways: a key without '/' is
+    def labels(self, inv: VendorInventory, root: Root, replicas: int, strategy: str = "none") -> dict[str, str]:
+        """Node labels beyond presence, count and driver, for GPUs shared `replicas` ways and slices advertised by
+        `strategy` ([kubernetes] mig_strategy: none, single, mixed): a key without '/' is
         gpuhook's own (written as gpuhook-<vendor>.<key>), one with a prefix (the vendor's own labeller's,
         e.g. nvidia.com/gpu.product) is written as it is."""
         ...

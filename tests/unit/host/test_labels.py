@@ -79,7 +79,18 @@ def test_amd_node_has_the_node_labellers_names(fake_host: FakeHost) -> None:
         "beta.amd.com/gpu.simd-count.1216": "2",
         "amd.com/gpu.cu-count": "304", "beta.amd.com/gpu.cu-count": "304", "beta.amd.com/gpu.cu-count.304": "2",
         "amd.com/gpu.driver-version": "6.7.0",
-        "amd.com/gpu.replicas": "1", "amd.com/gpu.sharing-strategy": "none"}
+        "amd.com/gpu.replicas": "1", "amd.com/gpu.sharing-strategy": "none",
+        # the partition modes amdgpu reports for the whole GPUs (SPX, NPS1)
+        "amd.com/compute-partitioning-mode": "spx", "amd.com/memory-partitioning-mode": "nps1",
+        "amd.com/compute-memory-partition": "spx_nps1"}
+
+
+def test_amd_partitions_are_counted_and_their_modes_labelled(fake_host: FakeHost) -> None:
+    root = Root(fake_host(amd=2, amd_partitions="CPX", amd_memory_partition="NPS4"))
+    found = labels(discover(root), root, 1)
+    assert found["gpuhook-amd.count"] == "16" and found["gpuhook-amd.partitions"] == "16"  # as ROCm counts them
+    assert (found["amd.com/compute-partitioning-mode"], found["amd.com/compute-memory-partition"]) == ("cpx",
+                                                                                                        "cpx_nps4")
 
 
 def test_amd_values_that_differ_are_counted(fake_host: FakeHost) -> None:
@@ -175,3 +186,33 @@ def test_nvidia_product_is_sanitised_as_gfd_does(model: str, product: str) -> No
 ], ids=lambda v: str(v))
 def test_amd_family_from_the_gfx_target(target: int, family: str) -> None:
     assert amd_labels.family(target) == family
+
+
+MIG_LABELS = [
+    ("none: whole GPUs, no MIG keys", "none", (), {}),
+    ("mixed: a count per profile", "mixed", ("3g.40gb", "1g.10gb", "1g.10gb"), {
+        "nvidia.com/mig.strategy": "mixed", "nvidia.com/mig-1g.10gb.count": "4",
+        "nvidia.com/mig-1g.10gb.memory": "9984",
+        "nvidia.com/mig-1g.10gb.slices.gi": "1", "nvidia.com/mig-1g.10gb.slices.ci": "1",
+        "nvidia.com/mig-3g.40gb.count": "2", "nvidia.com/mig-3g.40gb.memory": "40704",
+        "nvidia.com/mig-3g.40gb.slices.gi": "3", "nvidia.com/mig-3g.40gb.slices.ci": "3"}),
+    ("single: the MIG devices are the GPUs", "single", ("1g.10gb", "1g.10gb"), {
+        "nvidia.com/mig.strategy": "single", "nvidia.com/gpu.count": "4",
+        "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb", "nvidia.com/gpu.memory": "9984",
+        "nvidia.com/gpu.slices.gi": "1", "nvidia.com/gpu.slices.ci": "1"}),
+    ("single with two profiles keeps the whole-GPU labels", "single", ("3g.40gb", "1g.10gb"), {
+        "nvidia.com/mig.strategy": "single", "nvidia.com/gpu.count": "2",
+        "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.memory": "81559"}),
+]
+
+
+@pytest.mark.parametrize(("strategy", "profiles", "expected"), [m[1:] for m in MIG_LABELS],
+                         ids=[m[0] for m in MIG_LABELS])
+def test_mig_labels_as_gfd_writes_them(fake_host: FakeHost, strategy: str, profiles: tuple[str, ...],
+                                       expected: dict[str, str]) -> None:
+    root = Root(fake_host(nvidia=2, mig=profiles))
+    found = labels(discover(root), root, 1, strategy)
+    assert found["nvidia.com/mig.capable"] == ("true" if profiles else "false")
+    keys = {k for k in found if "mig" in k and k != "nvidia.com/mig.capable"} | {
+        k for k in expected if k.startswith("nvidia.com/gpu.")}
+    assert {k: found.get(k) for k in keys} == expected

@@ -116,3 +116,36 @@ PREFERRED = [
 def test_preferred(advertised: tuple[Device, ...], available: list[str], must: list[str], size: int,
                    picked: tuple[str, ...]) -> None:
     assert preferred(advertised, available, must, size) == picked
+
+
+def _slice(mig: int, profile: str, uuid: str = "", missing: tuple[str, ...] = ()) -> Gpu:
+    return Gpu("nvidia", 0, uuid, PCI[0], "H100", _gpu(0).nodes, missing, parent=U[0], slice=f"0:{mig}",
+               profile=profile, place=f"gi{mig + 1}/ci0")
+
+
+MIG = VendorInventory("nvidia", "550.54.15", (_gpu(0), _gpu(1)), (),
+                      slices=(_slice(0, "3g.40gb", "MIG-a"), _slice(1, "1g.10gb", "MIG-b"), _slice(2, "1g.10gb")))
+STRATEGIES = [
+    ("none: whole GPUs", "none", {"nvidia.com/gpu": [U[0], U[1]]}),
+    ("single: slices in place of their GPU", "single", {"nvidia.com/gpu": [U[1], "MIG-a", "MIG-b", f"{U[0]}/0:2"]}),
+    ("mixed: a resource per profile", "mixed", {"nvidia.com/gpu": [U[1]], "nvidia.com/mig-3g.40gb": ["MIG-a"],
+                                                 "nvidia.com/mig-1g.10gb": ["MIG-b", f"{U[0]}/0:2"]}),
+]
+
+
+@pytest.mark.parametrize(("strategy", "expected"), [s[1:] for s in STRATEGIES], ids=[s[0] for s in STRATEGIES])
+def test_mig_strategies(strategy: str, expected: dict[str, list[str]]) -> None:
+    from gpuhook.kubernetes.devices import resources
+
+    found = resources(MIG, "nvidia.com/gpu", strategy)
+    assert {r: [g.key() for g in gpus] for r, gpus in found.items()} == expected
+
+
+def test_a_slice_is_named_by_uuid_else_index_form_and_healthy_on_its_own() -> None:
+    from gpuhook.frozen import replace
+
+    sick = _slice(1, "1g.10gb", missing=("/dev/nvidia-caps/nvidia-cap22",))
+    inv = replace(MIG, slices=(MIG.slices[0], sick))
+    devices = advertise(inv, 1, {}, gpus=inv.slices)
+    assert {d.id: (d.name, d.healthy) for d in devices} == {"MIG-a": ("MIG-a", True), f"{U[0]}/0:1": ("0:1", False)}
+    assert "nvidia-cap22" in next(d.why for d in devices if not d.healthy)

@@ -7,6 +7,7 @@ from gpuhook.request.container import Request, Selection, env_map, parse_request
 
 A = "gpuhook.dev/"
 UUID = "GPU-0000000a-1111-2222-3333-444455556666"
+MIG = "MIG-0000000a-1111-2222-3333-444455556666"
 
 PARSES = [
     ("nothing", {}, {}, ()),
@@ -33,6 +34,11 @@ PARSES = [
      (Selection("nvidia", ("0",), "NVIDIA_VISIBLE_DEVICES", "0"),
       Selection("amd", None, "AMD_VISIBLE_DEVICES", "all"))),
     ("other annotations ignored", {"io.kubernetes.pod": "x"}, {}, ()),
+    ("mig index form", {A + "gpus": "0:1,1:03"}, {}, (Selection(None, ("0:1", "1:3"), A + "gpus", "0:1,1:03"),)),
+    ("mig uuid upper", {A + "gpus": MIG.upper().replace("MIG", "MIG")}, {},
+     (Selection(None, (MIG,), A + "gpus", MIG.upper()),)),
+    ("mig env, uuid beside a gpu", {}, {"NVIDIA_VISIBLE_DEVICES": f"{MIG},0"},
+     (Selection("nvidia", (MIG, "0"), "NVIDIA_VISIBLE_DEVICES", f"{MIG},0"),)),
 ]
 
 
@@ -70,7 +76,9 @@ ERRORS = [
     ("bad vendor", {A + "gpus": "0", A + "vendor": "intel"}, {}, ["gpuhook.dev/vendor", "'intel'", "nvidia"]),
     ("vendor without gpus", {A + "vendor": "amd"}, {}, ["gpuhook.dev/vendor", "gpuhook.dev/gpus"]),
     ("bad capability", {A + "gpus": "0", A + "capabilities": "compute,gaming"}, {}, ["capabilities", "'gaming'"]),
-    ("bad env", {}, {"NVIDIA_VISIBLE_DEVICES": "MIG-1/2"}, ["NVIDIA_VISIBLE_DEVICES", "'MIG-1/2'"]),
+    ("bad env", {}, {"NVIDIA_VISIBLE_DEVICES": "MIG-1/2"}, ["NVIDIA_VISIBLE_DEVICES", "'MIG-1/2'", "<gpu>:<mig>"]),
+    ("mig index form, three parts", {A + "gpus": "0:1:2"}, {}, ["'0:1:2'", "MIG-…"]),
+    ("mig index form, no mig", {A + "gpus": "0:"}, {}, ["'0:'"]),
     ("bad env caps", {}, {"NVIDIA_VISIBLE_DEVICES": "0", "NVIDIA_DRIVER_CAPABILITIES": "x"},
      ["NVIDIA_DRIVER_CAPABILITIES"]),
     ("bad clocks", {A + "gpus": "0", A + "clocks": "fast"}, {}, ["gpuhook.dev/clocks", "'fast'", "MHz"]),

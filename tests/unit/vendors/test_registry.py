@@ -37,6 +37,7 @@ class Toy:
     NONE_MEANS_DRIVER = False
     CAPABILITIES_ENV = None
     CDI_KIND = "toy.example/gpu"
+    SLICE_RESOURCE = "toy.example/slice-{profile}"
     DOCKER_GPUS_HOOK = None
 
     def parse_id(self, item: str) -> str | None:
@@ -52,6 +53,9 @@ class Toy:
             uuid = root.read_text(f"/sys/class/toy/{name}/uuid").strip()
             gpus.append(Gpu(self.NAME, i, uuid, f"0000:{0x40 + i:02x}:00.0", "Toy 1", (node,) if node else ()))
         return VendorInventory(self.NAME, "1.0", tuple(gpus), ())
+
+    def identify(self, root: Root, inv: VendorInventory, idents: Sequence[str] | None) -> VendorInventory:
+        return inv
 
     def plan(self, inv: VendorInventory, gpus: Sequence[Gpu], capabilities: frozenset[str], host_base: str) -> Edits:
         return Edits.for_nodes(n for g in gpus for n in g.nodes)
@@ -86,7 +90,7 @@ class Toy:
 
         return Source()
 
-    def labels(self, inv: VendorInventory, root: Root, replicas: int) -> dict[str, str]:
+    def labels(self, inv: VendorInventory, root: Root, replicas: int, strategy: str = "none") -> dict[str, str]:
         return {"toyness": "high", "toy.example/gpu.replicas": str(replicas)}
 
     def checks(self, inv: VendorInventory) -> tuple[tuple[str, str, str], ...]:

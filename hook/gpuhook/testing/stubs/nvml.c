@@ -2,14 +2,37 @@
    The device count is what this process can see: /dev/nvidia<N> nodes. Devices are found by the
    simulator's UUIDs (GPU-<index as 8 hex digits>-...); every device reports the compiled-in
    compute capability (STUB_CC_MAJOR.STUB_CC_MINOR), brand (STUB_BRAND, an nvmlBrandType_t) and memory.
-   There is no nvmlDeviceGetMigMode: pynvml reports it missing, so the GPUs are not MIG capable. */
+   MIG: STUB_STATE.mig lists the MIG devices ("<gpu> <mig> <gi> <ci> <gi slices> <ci slices> <MiB> <MIG-uuid>"
+   lines, gpuhook.testing.sim_mig writes them); a GPU with a line there is in MIG mode, and without that file
+   no GPU is MIG capable (nvmlDeviceGetMigMode answers NOT_SUPPORTED). */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct { int index; } device_t;
+typedef struct { int index; int mig; } device_t; /* mig: -1 for a whole GPU */
 static device_t devices[256];
+typedef struct { int gpu, mig, gi, ci, gis, cis; unsigned long long mib; char uuid[96]; } mig_t;
+static mig_t migs[512];
+static device_t mig_handles[512];
+static int mig_count = -1, mig_capable = 0;
+
+static void load_migs(void) {
+    if (mig_count >= 0) return;
+    mig_count = 0;
+    FILE *f = fopen(STUB_STATE ".mig", "r");
+    if (!f) return;
+    mig_capable = 1;
+    mig_t m;
+    while (mig_count < 512 && fscanf(f, "%d %d %d %d %d %d %llu %95s", &m.gpu, &m.mig, &m.gi, &m.ci, &m.gis,
+                                     &m.cis, &m.mib, m.uuid) == 8) {
+        migs[mig_count] = m;
+        mig_handles[mig_count].index = m.gpu;
+        mig_handles[mig_count].mig = mig_count;
+        mig_count++;
+    }
+    fclose(f);
+}
 
 /* Tunables kept in a state file (STUB_STATE), so that separate processes see one GPU; every change is
    appended to STUB_STATE.log, and a line "<index> <call>" in STUB_STATE.fail makes that call fail. */
@@ -67,6 +90,9 @@ int nvmlDeviceGetCount_v2(unsigned int *count) {
 int nvmlDeviceGetCount(unsigned int *count) { return nvmlDeviceGetCount_v2(count); }
 
 int nvmlDeviceGetHandleByUUID(const char *uuid, device_t **device) {
+    load_migs();
+    for (int i = 0; i < mig_count; i++)
+        if (strcmp(uuid, migs[i].uuid) == 0) { *device = &mig_handles[i]; return 0; }
     if (strncmp(uuid, "GPU-", 4) != 0 || strlen(uuid) < 12) return 6; /* NVML_ERROR_NOT_FOUND */
     char digits[9];
     memcpy(digits, uuid + 4, 8);
@@ -74,7 +100,53 @@ int nvmlDeviceGetHandleByUUID(const char *uuid, device_t **device) {
     long index = strtol(digits, NULL, 16);
     if (index < 0 || index >= 256) return 6;
     devices[index].index = (int)index;
+    devices[index].mig = -1;
     *device = &devices[index];
+    return 0;
+}
+int nvmlDeviceGetUUID(device_t *d, char *uuid, unsigned int length) {
+    load_migs();
+    if (d->mig >= 0) snprintf(uuid, length, "%s", migs[d->mig].uuid);
+    else snprintf(uuid, length, "GPU-%08x-5a1e-4000-8000-%012x", d->index, 0xD00D0000u + (unsigned)d->index);
+    return 0;
+}
+int nvmlDeviceGetMigMode(device_t *d, unsigned *current, unsigned *pending) {
+    load_migs();
+    if (!mig_capable) return 3; /* NVML_ERROR_NOT_SUPPORTED */
+    int on = 0;
+    for (int i = 0; i < mig_count; i++) if (migs[i].gpu == d->index) on = 1;
+    *current = *pending = (unsigned)on;
+    return 0;
+}
+int nvmlDeviceIsMigDeviceHandle(device_t *d, unsigned *is_mig) { *is_mig = d->mig >= 0; return 0; }
+int nvmlDeviceGetMaxMigDeviceCount(device_t *d, unsigned *count) { (void)d; *count = 7; return 0; }
+int nvmlDeviceGetMigDeviceHandleByIndex(device_t *d, unsigned index, device_t **mig) {
+    load_migs();
+    for (int i = 0; i < mig_count; i++)
+        if (migs[i].gpu == d->index && migs[i].mig == (int)index) { *mig = &mig_handles[i]; return 0; }
+    return 6; /* NVML_ERROR_NOT_FOUND */
+}
+int nvmlDeviceGetDeviceHandleFromMigDeviceHandle(device_t *mig, device_t **device) {
+    if (mig->mig < 0) return 2; /* NVML_ERROR_INVALID_ARGUMENT */
+    devices[mig->index].index = mig->index;
+    devices[mig->index].mig = -1;
+    *device = &devices[mig->index];
+    return 0;
+}
+int nvmlDeviceGetGpuInstanceId(device_t *d, unsigned *id) {
+    if (d->mig < 0) return 2;
+    *id = (unsigned)migs[d->mig].gi; return 0;
+}
+int nvmlDeviceGetComputeInstanceId(device_t *d, unsigned *id) {
+    if (d->mig < 0) return 2;
+    *id = (unsigned)migs[d->mig].ci; return 0;
+}
+typedef struct { unsigned sm, ce, dec, enc, jpg, ofa, gis, cis; unsigned long long mib; } attributes_t;
+int nvmlDeviceGetAttributes_v2(device_t *d, attributes_t *a) {
+    if (d->mig < 0) return 3; /* NVML_ERROR_NOT_SUPPORTED */
+    memset(a, 0, sizeof *a);
+    mig_t *m = &migs[d->mig];
+    a->gis = (unsigned)m->gis; a->cis = (unsigned)m->cis; a->mib = m->mib; a->sm = 16u * (unsigned)m->cis;
     return 0;
 }
 int nvmlDeviceGetCudaComputeCapability(device_t *device, int *major, int *minor) {

@@ -1,0 +1,76 @@
+"""Who grants the GPU path its GPUs: the kubelet's allocations ([policy] requests, plan/authority.py) and,
+on a single host, count requests picking free GPUs under the count lock (plan/allocate.py). Loaded only when
+a request presents an allocation, the policy is "allocated", or it asks for a count."""
+
+from __future__ import annotations
+
+import os
+
+from gpuhook.frozen import replace
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from gpuhook.config import Config
+    from gpuhook.host.inventory import Inventory
+    from gpuhook.host.root import Root
+    from gpuhook.request.container import Request
+
+
+def authorized(request: Request, annotations: Mapping[str, str], config: Config, container_id: str) -> Request:
+    """The request as `[policy] requests` lets it through, its allocation claimed for this container. Reads and
+    writes the allocation record; PolicyError."""
+    from gpuhook.plan.authority import authorize
+
+    alloc = None
+    if request.allocation:
+        import time
+
+        from gpuhook.apply import allocations
+        from gpuhook.request.container import workload_key
+
+        alloc = allocations.claim(config.state_dir, request.allocation, workload_key(annotations, container_id),
+                                  container_id, time.time())
+    return authorize(request, alloc, config)
+
+
+_count_lock = -1  # held from picking free GPUs until this container's record is saved
+
+
+def pick_free(request: Request, inventory: Inventory, root: Root, state_dir: str,
+              busy: tuple[tuple[str, str], ...], me: str) -> Request:
+    """count:N selections as N GPUs none of `busy` (GPU, container) has, one NUMA node preferred. Takes the count
+    lock (release_count_lock frees it once the record is on disk); reads sysfs."""
+    import fcntl
+
+    from gpuhook.apply.state_dir import ensure
+    from gpuhook.host.numa import numa_node
+    from gpuhook.plan.allocate import resolve_count
+    from gpuhook.plan.select import vendor_for
+    from gpuhook.vendors.registry import all_vendors
+
+    global _count_lock
+    if _count_lock < 0:
+        _count_lock = os.open(os.path.join(ensure(state_dir), "count.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
+                              0o600)
+        fcntl.flock(_count_lock, fcntl.LOCK_EX)
+    users = dict(busy)
+    by_name = {v.NAME: v for v in all_vendors()}
+    out = []
+    for sel in request.selections:
+        if sel.count:
+            inv = vendor_for(sel, inventory, by_name)
+            sel = resolve_count(sel, inv, by_name[inv.vendor].LABEL, users,
+                                {g.pci: numa_node(root, g.pci) for g in inv.gpus})
+            users.update(dict.fromkeys(sel.devices or (), me))
+        out.append(sel)
+    return replace(request, selections=tuple(out))
+
+
+def release_count_lock() -> None:
+    """Let the next count request pick (this container's record is saved, or it failed)."""
+    global _count_lock
+    if _count_lock >= 0:
+        os.close(_count_lock)
+        _count_lock = -1

@@ -1,0 +1,120 @@
+"""The admin commands about this host: simulate, list, configure, labels (argparse in cli/admin.py)."""
+
+from __future__ import annotations
+
+import sys
+
+from gpuhook.errors import GpuhookError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+
+
+def simulate(args: argparse.Namespace) -> int:
+    """`gpuhook simulate`: build a fake GPU host tree. Writes files, makes device nodes."""
+    from gpuhook.testing.simulate import HostSpec, build_host
+
+    amd_driver = None if args.amd_driver == "in-tree" else args.amd_driver
+    root = build_host(args.root, HostSpec(nvidia=args.nvidia, amd=args.amd, nvidia_driver=args.nvidia_driver,
+                                          cuda_version=args.cuda_version, amd_driver=amd_driver,
+                                          mig=tuple(args.mig), mig_gpus=args.mig_gpus,
+                                          amd_partitions=args.partitions.upper()))
+    print(f"simulated host with {args.nvidia} NVIDIA and {args.amd} AMD GPUs at {root}")
+    print(f"use it with: host_root = \"{root}\" in the gpuhook config")
+    return 0
+
+
+def list_gpus(args: argparse.Namespace) -> int:
+    """`gpuhook list`: the GPUs (and their MIG devices, partitions) as gpuhook sees them."""
+    import json
+
+    from gpuhook.config import load
+    from gpuhook.host.discover import discover, identified
+    from gpuhook.host.root import Root
+
+    root = Root(args.host_root or load().host_root)
+    inventory = identified(root, discover(root))
+    gpus = [(v, g) for v in inventory.vendors for g in (*v.gpus, *v.slices)]
+    gpus.sort(key=lambda vg: (inventory.vendors.index(vg[0]), vg[1].index, vg[1].slice))  # slices under their GPU
+    if args.json:
+        print(json.dumps([{"vendor": g.vendor, "index": g.index, "uuid": g.uuid, "pci": g.pci, "model": g.model,
+                           "arch": g.arch, "driver": v.driver_version, "nodes": [n.path for n in g.nodes],
+                           **({"parent": g.parent, "slice": g.slice, "profile": g.profile} if g.parent else {})}
+                          for v, g in gpus], indent=2))
+        return 0
+    if not gpus:
+        print(f"no GPUs found under host root {inventory.root}")
+        return 0
+    print(f"{'VENDOR':7} {'IDX':>3}  {'UUID':42} {'PCI':13} {'DRIVER':10} {'MODEL / ARCH':24} NODES")
+    for v, g in gpus:
+        model = " ".join(dict.fromkeys(x for x in (g.model, g.arch) if x))
+        nodes = " ".join(n.path for n in g.nodes)
+        index = f"{g.slice:>3}" if g in v.slices else f"{g.index:>3}"  # a MIG device: <gpu>:<mig>, under its GPU
+        model = f"{g.profile} {g.place}".strip() if g in v.slices else f"{model} {g.place}".strip()
+        print(f"{g.vendor:7} {index}  {g.uuid:42} {g.pci:13} {v.driver_version or '':10} {model:24} {nodes}")
+    return 0
+
+
+def configure(args: argparse.Namespace) -> int:
+    """`gpuhook configure ENGINE`: register gpuhook with an engine, or revert. Writes its config."""
+    import os
+
+    from gpuhook.configfile import config_path
+    from gpuhook.engines.files import configure, revert
+    from gpuhook.engines.registration import DEFAULT_PATHS, Wanted
+
+    path = args.config_path or DEFAULT_PATHS[args.engine]
+    here = os.path.dirname(os.path.abspath(sys.argv[0]))
+    if args.revert:
+        outcome = revert(args.engine, path, args.dry_run)
+    else:
+        cdi = args.cdi or (args.engine == "containerd" and _containerd_has_cdi())
+        wanted = Wanted(os.path.abspath(args.runtime_path or os.path.join(here, "gpuhook-runtime")),
+                        os.path.join(here, "gpuhook"), config_path()[0], args.set_default, cdi)
+        outcome = configure(args.engine, path, wanted, args.dry_run)
+    if outcome.diff:
+        print(outcome.diff, end="")
+    print(("changed " + outcome.path + ": " if outcome.changed else "") + outcome.next_step)
+    return 0
+
+
+def _containerd_has_cdi() -> bool:
+    """Whether the containerd on PATH is 1.7 or later (it reads CDI specs once enable_cdi is set)."""
+    from gpuhook.engines.containerd import supports_cdi
+    from gpuhook.errors import ProcessError
+    from gpuhook.proc import run
+
+    try:
+        return supports_cdi(run(["containerd", "--version"], timeout=10))
+    except ProcessError:
+        return False
+
+
+def _write(path: str, text: str) -> None:
+    """Write an output file the admin named; GpuhookError naming it when that fails."""
+    from gpuhook.atomic import write_text
+
+    try:
+        write_text(path, text, make_dirs=True)
+    except OSError as e:
+        raise GpuhookError(f"cannot write {path}: {e.strerror or e}") from e
+
+
+def labels(args: argparse.Namespace) -> int:
+    """`gpuhook labels`: the node's facts as an NFD feature file (or stdout). Writes a file."""
+    from gpuhook.config import load
+    from gpuhook.host.discover import discover
+    from gpuhook.host.labels import DEFAULT_PATH, labels, render
+    from gpuhook.host.root import Root
+
+    config = load()
+    root = Root(config.host_root)
+    text = render(labels(discover(root), root, config.kubernetes.replicas, config.kubernetes.mig_strategy))
+    if args.output == "-":
+        sys.stdout.write(text)
+        return 0
+    path = args.output or DEFAULT_PATH
+    _write(path, text)
+    print(f"wrote {path} ({text.count(chr(10))} labels)")
+    return 0

@@ -1,0 +1,90 @@
+"""AMD compute partitions (MI300X SPX/DPX/QPX/CPX, memory NPS1/NPS4): each partition is its own KFD node with its
+own render node, numbered as ROCm numbers devices; this module says which physical GPU each one shares.
+
+amdgpu reports the modes on the PCI device: `current_compute_partition` and `current_memory_partition`. In a mode
+with several partitions, KFD ORs the partition's number into the function bits of each node's `location_id`, so
+partition 3 of 0000:80:00.0 reports 0000:80:00.3; partition 0's render node sits on the PCI device, the others'
+on platform devices (amdgpu_xcp_<N>). A node whose function-bit address is no PCI device but whose function-0
+address has `current_compute_partition` is that device's partition. Reads sysfs.
+"""
+
+from __future__ import annotations
+
+import os
+
+from gpuhook.frozen import replace
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from gpuhook.host.inventory import Gpu, VendorInventory
+    from gpuhook.host.root import Root
+
+COMPUTE = "current_compute_partition"
+MEMORY = "current_memory_partition"
+
+
+def physical(root: Root, pci: str) -> tuple[str, int]:
+    """(the physical GPU's PCI address, the partition's number on it) of a KFD node's address; (pci, 0) for a
+    node that is its own PCI device."""
+    base, _, function = pci.rpartition(".")
+    if function == "0" or root.exists(f"/sys/bus/pci/devices/{pci}/{COMPUTE}"):
+        return pci, 0
+    whole = f"{base}.0"
+    if not root.exists(f"/sys/bus/pci/devices/{pci}") and root.exists(f"/sys/bus/pci/devices/{whole}/{COMPUTE}"):
+        return whole, int(function)
+    return pci, 0
+
+
+def modes(root: Root, pci: str) -> tuple[str, str]:
+    """(compute mode, memory mode) of a PCI device as amdgpu reports them; "" where the driver has no such file."""
+    out = []
+    for name in (COMPUTE, MEMORY):
+        try:
+            out.append(root.read_text(f"/sys/bus/pci/devices/{pci}/{name}").strip())
+        except OSError:
+            out.append("")
+    return out[0], out[1]
+
+
+def mark(root: Root, gpus: list[Gpu], parts: list[int]) -> list[Gpu]:
+    """`gpus` (KFD order) with each partition of a GPU in a multi-partition mode marked: its parent (the physical
+    GPU's unique id, else PCI address), its number on it, the modes, and the physical device's sysfs directory
+    (where the tunables of all its partitions are); a partition gets its render node only, never the device's
+    card node (a primary node reaches the whole GPU)."""
+    by_device: dict[str, list[int]] = {}
+    for i, g in enumerate(gpus):
+        by_device.setdefault(g.pci, []).append(i)
+    out = list(gpus)
+    for pci, members in by_device.items():
+        compute, memory = modes(root, pci)
+        if len(members) < 2 and compute in ("", "SPX"):
+            continue
+        parent = next((gpus[i].uuid for i in members if gpus[i].uuid), "") or pci
+        sysfs = os.path.realpath(root.lexical(f"/sys/bus/pci/devices/{pci}"))
+        for order, i in enumerate(members):
+            number = parts[i] if any(parts[j] for j in members) else order
+            render = tuple(n for n in gpus[i].nodes if "/renderD" in n.path)
+            missing = tuple(m for m in gpus[i].missing if "/renderD" in m)
+            place = f"{compute or 'partition'} {number}" + (f" {memory}" if memory else "")
+            out[i] = replace(gpus[i], uuid="", nodes=render, missing=missing, parent=parent, slice=str(number),
+                             profile=compute, place=place, sysfs=root.to_host(sysfs))
+    return out
+
+
+def labels(root: Root, inv: VendorInventory) -> dict[str, str]:
+    """The partition modes as AMD's node labeller names them (amd.com/compute-partitioning-mode=cpx,
+    memory-partitioning-mode=nps1, compute-memory-partition=cpx_nps1), when every GPU reports one and the same;
+    gpuhook's own partitions count. Reads sysfs."""
+    found = {modes(root, pci) for pci in dict.fromkeys(g.pci for g in inv.gpus)}
+    if len(found) != 1:
+        return {}
+    ((compute, memory),) = found
+    parts = sum(1 for g in inv.gpus if g.parent)
+    out = {"partitions": str(parts)} if parts else {}
+    if compute:
+        out["amd.com/compute-partitioning-mode"] = compute.lower()
+    if memory:
+        out["amd.com/memory-partitioning-mode"] = memory.lower()
+    if compute and memory:
+        out["amd.com/compute-memory-partition"] = f"{compute}_{memory}".lower()
+    return out
