@@ -72,19 +72,19 @@ def mark(root: Root, gpus: list[Gpu], parts: list[int]) -> list[Gpu]:
 
 
 def labels(root: Root, inv: VendorInventory) -> dict[str, str]:
-    """The partition modes as AMD's node labeller names them (amd.com/compute-partitioning-mode=cpx,
-    memory-partitioning-mode=nps1, compute-memory-partition=cpx_nps1), when every GPU reports one and the same;
-    gpuhook's own partitions count. Reads sysfs."""
+    """The partition labels as AMD's node labeller names them (amd.com/gpu.compute-memory-partition=cpx_nps1 when
+    every GPU reports one and the same modes; gpu.compute-partitioning-supported and
+    gpu.memory-partitioning-supported: whether amdgpu exposes the modes) and gpuhook's own partitions count.
+    Reads sysfs."""
     found = {modes(root, pci) for pci in dict.fromkeys(g.pci for g in inv.gpus)}
-    if len(found) != 1:
-        return {}
-    ((compute, memory),) = found
     parts = sum(1 for g in inv.gpus if g.parent)
     out = {"partitions": str(parts)} if parts else {}
-    if compute:
-        out["amd.com/compute-partitioning-mode"] = compute.lower()
-    if memory:
-        out["amd.com/memory-partitioning-mode"] = memory.lower()
-    if compute and memory:
-        out["amd.com/compute-memory-partition"] = f"{compute}_{memory}".lower()
+    if not found:
+        return out
+    out["amd.com/gpu.compute-partitioning-supported"] = str(all(c for c, _ in found)).lower()
+    out["amd.com/gpu.memory-partitioning-supported"] = str(all(m for _, m in found)).lower()
+    if len(found) == 1:
+        ((compute, memory),) = found
+        if compute and memory:
+            out["amd.com/gpu.compute-memory-partition"] = f"{compute}_{memory}".lower()
     return out

@@ -81,16 +81,16 @@ def test_amd_node_has_the_node_labellers_names(fake_host: FakeHost) -> None:
         "amd.com/gpu.driver-version": "6.7.0",
         "amd.com/gpu.replicas": "1", "amd.com/gpu.sharing-strategy": "none",
         # the partition modes amdgpu reports for the whole GPUs (SPX, NPS1)
-        "amd.com/compute-partitioning-mode": "spx", "amd.com/memory-partitioning-mode": "nps1",
-        "amd.com/compute-memory-partition": "spx_nps1"}
+        "amd.com/gpu.compute-partitioning-supported": "true", "amd.com/gpu.memory-partitioning-supported": "true",
+        "amd.com/gpu.compute-memory-partition": "spx_nps1"}
 
 
 def test_amd_partitions_are_counted_and_their_modes_labelled(fake_host: FakeHost) -> None:
     root = Root(fake_host(amd=2, amd_partitions="CPX", amd_memory_partition="NPS4"))
     found = labels(discover(root), root, 1)
     assert found["gpuhook-amd.count"] == "16" and found["gpuhook-amd.partitions"] == "16"  # as ROCm counts them
-    assert (found["amd.com/compute-partitioning-mode"], found["amd.com/compute-memory-partition"]) == ("cpx",
-                                                                                                        "cpx_nps4")
+    assert found["amd.com/gpu.compute-memory-partition"] == "cpx_nps4"
+    assert found["amd.com/gpu.compute-partitioning-supported"] == "true"
 
 
 def test_amd_values_that_differ_are_counted(fake_host: FakeHost) -> None:
