@@ -48,9 +48,13 @@ def main() -> int:
         (work / "bin").mkdir()
         gpuhook = write_launchers(str(work / "bin"), sys.executable,
                                   [str(REPO / "hook"), sysconfig.get_paths()["purelib"]])["gpuhook"]
+        env = {**os.environ, "GPUHOOK_CONFIG": str(config)}
+        # As the DaemonSet's init container does before the plugin starts: `gpuhook labels` reads (validates and
+        # caches) the config, so the plugin starts on the cached table.
+        subprocess.run([gpuhook, "labels", "--output", "-"], env=env, stdout=subprocess.DEVNULL, check=True)
         kubelet = FakeKubelet(str(work / "device-plugins")).start()
         plugin = subprocess.Popen([gpuhook, "device-plugin", "--kubelet-dir", kubelet.directory],
-                                  env={**os.environ, "GPUHOOK_CONFIG": str(config)}, stderr=subprocess.DEVNULL)
+                                  env=env, stderr=subprocess.DEVNULL)
         try:
             client = kubelet.plugin(kubelet.wait_registered("nvidia.com/gpu", timeout=30)).watch()
             ids = sorted(client.wait_for(lambda d: len(d) == args.gpus * args.replicas))

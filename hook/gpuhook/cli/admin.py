@@ -12,7 +12,7 @@ from gpuhook.errors import GpuhookError
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from typing import Any
 
 
@@ -24,17 +24,36 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if all(a in STAGES for a in args_in[1:]):
             return _hook(args_in[1] if len(args_in) == 2 else None, [])
+    if args_in[:1] == ["device-plugin"]:  # a daemon per node: argparse (and the shutil, bz2, lzma it loads) costs RSS
+        kubelet_dir = _kubelet_dir(args_in[1:])
+        if kubelet_dir is not None:
+            return _reported(lambda: _serve_plugin(kubelet_dir))
     parser = _parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    return _reported(lambda: args.func(args))
+
+
+def _reported(command: Callable[[], int]) -> int:
+    """Run a command; GpuhookError, OSError and ValueError become one stderr line and exit status 1."""
     try:
-        code: int = args.func(args)
-        return code
+        return command()
     except (GpuhookError, OSError, ValueError) as e:
         print(f"gpuhook: {_one_line(e)}", file=sys.stderr)
         return 1
+
+
+def _kubelet_dir(rest: list[str]) -> str | None:
+    """`[--kubelet-dir DIR]` read by hand ("" when not given); None for anything else (argparse then says)."""
+    if not rest:
+        return ""
+    if len(rest) == 1 and rest[0].startswith("--kubelet-dir=") and len(rest[0]) > 14:
+        return rest[0][14:]
+    if len(rest) == 2 and rest[0] == "--kubelet-dir" and rest[1] and not rest[1].startswith("-"):
+        return rest[1]
+    return None
 
 
 def _one_line(e: BaseException) -> str:
@@ -148,11 +167,15 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _device_plugin(args: argparse.Namespace) -> int:
+    return _serve_plugin(args.kubelet_dir or "")
+
+
+def _serve_plugin(kubelet_dir: str) -> int:
     from gpuhook.config import load
     from gpuhook.kubernetes.daemon import run
 
     config = load()
-    return run(config, args.kubelet_dir or config.kubernetes.kubelet_dir)
+    return run(config, kubelet_dir or config.kubernetes.kubelet_dir)
 
 
 def _exporter(args: argparse.Namespace) -> int:

@@ -7,7 +7,7 @@ answers with what [kubernetes] allocate_with names: the record's annotation, the
 
 from __future__ import annotations
 
-import secrets
+import os
 import threading
 import time
 
@@ -114,7 +114,8 @@ class ResourcePlugin(deviceplugin_pb2_grpc.DevicePluginServicer):
     def _allocate(self, ids: tuple[str, ...], gpus: tuple[str, ...], cdi: dict[str, str], env: dict[str, str]) -> Any:
         k8s = self._config.kubernetes
         now = time.time()
-        alloc = allocations.Allocation(secrets.token_hex(16), self.resource, self.vendor.NAME, gpus, ids,
+        secret = os.urandom(16).hex()  # the kernel's CSPRNG, as secrets uses (which would load random and hashlib)
+        alloc = allocations.Allocation(secret, self.resource, self.vendor.NAME, gpus, ids,
                                        k8s.replicas > 1, now, now + k8s.allocation_ttl)
         state_dir = self._config.state_dir
         allocations.save(state_dir, alloc)

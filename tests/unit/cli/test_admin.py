@@ -67,3 +67,14 @@ def test_a_broken_config_is_one_line(tmp_path: Path) -> None:
         assert done.returncode == 1 and "Traceback" not in done.stderr
         (line,) = done.stderr.strip().splitlines()
         assert line.startswith(f"gpuhook: config {bad} is not valid TOML")
+
+
+@pytest.mark.parametrize(("rest", "expect"), [([], ""), (["--kubelet-dir", "/k"], "/k"), (["--kubelet-dir=/k"], "/k"),
+                                              (["--kubelet-dir"], None), (["--kubelet-dir="], None),
+                                              (["--help"], None), (["--kubelet-dir", "-x"], None)],
+                         ids=["none", "space", "equals", "missing", "empty", "help", "flag as value"])
+def test_the_device_plugin_command_line_is_read_without_argparse(rest: list[str], expect: str | None) -> None:
+    """The daemon's own path skips argparse (and what it loads); anything else goes to argparse, which says."""
+    from gpuhook.cli.admin import _kubelet_dir
+
+    assert _kubelet_dir(rest) == expect
