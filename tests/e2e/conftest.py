@@ -134,6 +134,17 @@ def run_container(tmp_path: Path, base_rootfs: str) -> Run:
     return run
 
 
+def wait_ok(argv: list[str], what: str) -> None:
+    """Until `argv` exits 0 (a daemon answers), for 30 s; RuntimeError naming `what` after that."""
+    import time
+
+    for _ in range(120):
+        if subprocess.run(argv, capture_output=True, check=False).returncode == 0:
+            return
+        time.sleep(0.25)
+    raise RuntimeError(f"{what} did not come up")
+
+
 def spec_of(result: Result) -> dict[str, Any]:
     loaded: dict[str, Any] = json.loads(result.spec_after)
     return loaded

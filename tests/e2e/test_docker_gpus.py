@@ -54,14 +54,6 @@ class Docker:
         return [(x.get("component", ""), x["event"]) for x in lines if x.get("container_id") == cid]
 
 
-def _wait(argv: list[str], what: str) -> None:
-    for _ in range(120):
-        if subprocess.run(argv, capture_output=True, check=False).returncode == 0:
-            return
-        time.sleep(0.25)
-    raise RuntimeError(f"{what} did not come up")
-
-
 @pytest.fixture(scope="module")
 def docker(tmp_path_factory: pytest.TempPathFactory, mixed_host: str, base_rootfs: str) -> Iterator[Docker]:
     work = tmp_path_factory.mktemp("docker-gpus")
@@ -89,7 +81,7 @@ def docker(tmp_path_factory: pytest.TempPathFactory, mixed_host: str, base_rootf
                                 "-H", d.sock, "--storage-driver=vfs", "--iptables=false", "--bridge=none"],
                                env=env, stdout=logs, stderr=logs)
     try:
-        _wait(["docker", "-H", d.sock, "info"], "dockerd")
+        conftest.wait_ok(["docker", "-H", d.sock, "info"], "dockerd")
         tar = subprocess.run(["tar", "-C", base_rootfs, "-c", "."], capture_output=True, check=True).stdout
         subprocess.run(["docker", "-H", d.sock, "import", "-", "gpuhook-test:latest"], input=tar, check=True,
                        capture_output=True)

@@ -7,7 +7,6 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -16,14 +15,6 @@ from . import conftest
 
 pytestmark = pytest.mark.skipif((shutil.which("dockerd") is None or shutil.which("containerd") is None)
                                 and not os.environ.get("CI"), reason="docker.io/containerd not installed")
-
-
-def _wait(argv: list[str], what: str) -> None:
-    for _ in range(120):
-        if subprocess.run(argv, capture_output=True, check=False).returncode == 0:
-            return
-        time.sleep(0.25)
-    raise RuntimeError(f"{what} did not come up")
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +39,8 @@ def engines(tmp_path_factory: pytest.TempPathFactory, mixed_host: str, base_root
     containerd = subprocess.Popen(["containerd", "--config", str(d / "containerd.toml")], env=env, stdout=logs,
                                   stderr=logs)
     try:
-        _wait(["docker", "-H", docker_sock, "info"], "dockerd")
-        _wait(["ctr", "-a", ctd_sock, "version"], "containerd")
+        conftest.wait_ok(["docker", "-H", docker_sock, "info"], "dockerd")
+        conftest.wait_ok(["ctr", "-a", ctd_sock, "version"], "containerd")
         tar = subprocess.run(["tar", "-C", base_rootfs, "-c", "."], capture_output=True, check=True).stdout
         subprocess.run(["docker", "-H", docker_sock, "import", "-", "gpuhook-test:latest"], input=tar, check=True,
                        capture_output=True)

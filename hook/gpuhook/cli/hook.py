@@ -71,7 +71,7 @@ def _count_refusal(error: BaseException) -> None:
 
 def _prestart(state: dict[str, object]) -> None:
     from gpuhook.apply.spec import read_spec
-    from gpuhook.cli.inject import prepare
+    from gpuhook.cli.inject import prepare, release_count_lock
     from gpuhook.request.container import is_sandbox
 
     bundle, pid = state.get("bundle"), state.get("pid")
@@ -90,9 +90,7 @@ def _prestart(state: dict[str, object]) -> None:
             return
         _give(spec, bundle, config, cid, pid, prepared, log)
     finally:
-        granting = sys.modules.get("gpuhook.cli.granting")  # loaded only by a count request (or an allocation)
-        if granting is not None:
-            granting.release_count_lock()
+        release_count_lock()
 
 
 def _give(spec: Spec, bundle: str, config: Config, cid: str, pid: int, prepared: Prepared, log: Any) -> None:

@@ -55,15 +55,17 @@ def prepare(spec: Spec, bundle: str, config: Config, log: Any, gpuhook_bin: str 
     if scoped and any(inventory.vendor(v) is None for v in scoped):  # the error will say what the host has
         inventory = discover(root)
     inventory = identified(root, inventory, tuple(i for s in request.selections for i in s.devices or ()))
-    if any(s.count for s in request.selections):
+    counted = any(s.count for s in request.selections)
+    # the other live GPU containers (the records read once): a count picks around them, exclusive refuses on them
+    users = _users(config.state_dir, container_id) if counted or request.tuning.exclusive else ()
+    if counted:
         from gpuhook.cli.granting import pick_free
 
-        request = pick_free(request, inventory, root, config.state_dir, _users(config.state_dir, container_id),
-                            container_id)
+        request = pick_free(request, inventory, root, config.state_dir, users, container_id)
     needs = survey(request, inventory, spec, config)
     ledger = _ledger_view(config.state_dir)
-    users = _users(config.state_dir, container_id) if request.tuning.exclusive else ()
-    facts = gather(needs, root, inventory.vendors, rootfs(spec, bundle), config, ledger, users)
+    facts = gather(needs, root, inventory.vendors, rootfs(spec, bundle), config, ledger,
+                   users if request.tuning.exclusive else ())
     prepared = decide(request, inventory, facts, spec, config, gpuhook_bin)
     if prepared.procfs:
         from gpuhook.apply import procfs_copy
@@ -153,9 +155,15 @@ def edited_spec(spec: Spec, bundle: str, container_id: str, table: dict[str, Any
     try:
         return _edited(spec, bundle, container_id, config, runtime_root)
     finally:
-        granting = sys.modules.get("gpuhook.cli.granting")  # loaded only by a count request (or an allocation)
-        if granting is not None:
-            granting.release_count_lock()
+        release_count_lock()
+
+
+def release_count_lock() -> None:
+    """Let the next count request pick, once this container's record is saved or it failed (granting.py is
+    loaded only by a count request or an allocation: without it there is no lock)."""
+    granting = sys.modules.get("gpuhook.cli.granting")
+    if granting is not None:
+        granting.release_count_lock()
 
 
 def _edited(spec: Spec, bundle: str, container_id: str, config: Config,

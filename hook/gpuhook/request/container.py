@@ -102,9 +102,13 @@ _NAME_KEYS = ("io.kubernetes.cri.container-name", "io.kubernetes.container.name"
 def workload_key(annotations: Mapping[str, str], container_id: str) -> str:
     """Who presents an allocation: "<pod>/<container name>" as the CRI engine names them (a restart of the
     container keeps it), else the container id."""
-    pod = next((annotations[k] for k in _POD_KEYS if annotations.get(k)), "")
-    name = next((annotations[k] for k in _NAME_KEYS if annotations.get(k)), "")
+    pod, name = _first(annotations, _POD_KEYS), _first(annotations, _NAME_KEYS)
     return f"{pod}/{name}" if pod and name else container_id
+
+
+def _first(annotations: Mapping[str, str], keys: tuple[str, ...]) -> str:
+    """The first of `keys` the engine set (a non-empty string), else ""."""
+    return next((v for k in keys if isinstance(v := annotations.get(k), str) and v), "")
 
 
 # (pod, namespace, container name): containerd's CRI plugin's annotation first, then CRI-O's
@@ -116,8 +120,7 @@ _MAX_NAME = 253  # the longest name Kubernetes gives an object
 
 def pod_identity(annotations: Mapping[str, str]) -> tuple[str, str, str]:
     """(pod, namespace, container name) as the CRI engine annotates them; empty strings outside Kubernetes."""
-    pod, namespace, container = (next((v[:_MAX_NAME] for k in keys if isinstance(v := annotations.get(k), str) and v),
-                                      "") for keys in _IDENTITY_KEYS)
+    pod, namespace, container = (_first(annotations, keys)[:_MAX_NAME] for keys in _IDENTITY_KEYS)
     return pod, namespace, container
 
 

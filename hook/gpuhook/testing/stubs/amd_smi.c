@@ -79,17 +79,9 @@ int amdsmi_set_gpu_clk_range(void *h, uint64_t min, uint64_t max, uint32_t clk_t
     return 0;
 }
 
-/* Telemetry: "<index> <util %> <VRAM used> <VRAM total> <power mW> <temperature C> <sclk MHz>" lines. */
-typedef struct { unsigned util; unsigned long long used, total; unsigned power, temp, sclk; } telemetry_t;
+/* Telemetry (stub_state.h): a GPU without a line reports an idle MI300X; the clock is the sclk. */
 static telemetry_t telemetry(int index) {
-    telemetry_t t = {0, 296747008ULL, 205822885888ULL, 140000, 40, 2100};
-    FILE *f = fopen(STUB_STATE ".telemetry", "r");
-    if (!f) return t;
-    int i; telemetry_t r;
-    while (fscanf(f, "%d %u %llu %llu %u %u %u", &i, &r.util, &r.used, &r.total, &r.power, &r.temp, &r.sclk) == 7)
-        if (i == index) t = r;
-    fclose(f);
-    return t;
+    return read_telemetry(index, (telemetry_t){0, 296747008ULL, 205822885888ULL, 140000, 40, 2100});
 }
 typedef struct { uint32_t gfx_activity, umc_activity, mm_activity, reserved[13]; } engine_usage_t;
 int amdsmi_get_gpu_activity(void *h, engine_usage_t *u) {
@@ -134,7 +126,7 @@ int amdsmi_get_clock_info(void *h, uint32_t type, clk_info_t *info) {
     if (type != 0) return 2; /* gfx (sys) clock only */
     load_state();
     memset(info, 0, sizeof *info);
-    info->clk = hi[i] ? (uint32_t)hi[i] : telemetry(i).sclk; info->min_clk = 500; info->max_clk = 2100;
+    info->clk = hi[i] ? (uint32_t)hi[i] : telemetry(i).clock; info->min_clk = 500; info->max_clk = 2100;
     info->clk_locked = hi[i] != 0;
     return 0;
 }

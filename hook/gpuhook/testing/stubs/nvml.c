@@ -153,19 +153,10 @@ int nvmlDeviceGetCudaComputeCapability(device_t *device, int *major, int *minor)
     (void)device; *major = STUB_CC_MAJOR; *minor = STUB_CC_MINOR; return 0;
 }
 int nvmlDeviceGetBrand(device_t *device, int *brand) { (void)device; *brand = STUB_BRAND; return 0; }
-/* Telemetry: STUB_STATE.telemetry holds "<index> <util %> <memory used> <memory total> <power mW> <temperature C>
-   <SM MHz>" lines (gpuhook.testing.sim_telemetry writes them); a GPU without a line reports an idle H100 80GB HBM3
-   (its frame buffer as NVML counts it: 81559 MiB). Locked clocks show as the SM clock, as on a real GPU. */
-typedef struct { unsigned util; unsigned long long used, total; unsigned power, temp, sm; } telemetry_t;
+/* Telemetry (stub_state.h): a GPU without a line reports an idle H100 80GB HBM3 (its frame buffer as NVML counts
+   it: 81559 MiB); the clock is the SM clock. Locked clocks show as the SM clock, as on a real GPU. */
 static telemetry_t telemetry(int index) {
-    telemetry_t t = {0, 567017472ULL, 85520809984ULL, 72000, 33, 1980};
-    FILE *f = fopen(STUB_STATE ".telemetry", "r");
-    if (!f) return t;
-    int i; telemetry_t r;
-    while (fscanf(f, "%d %u %llu %llu %u %u %u", &i, &r.util, &r.used, &r.total, &r.power, &r.temp, &r.sm) == 7)
-        if (i == index) t = r;
-    fclose(f);
-    return t;
+    return read_telemetry(index, (telemetry_t){0, 567017472ULL, 85520809984ULL, 72000, 33, 1980});
 }
 typedef struct { unsigned long long total, free, used; } memory_t; /* nvmlMemory_t, the v1 call */
 int nvmlDeviceGetMemoryInfo(device_t *d, memory_t *memory) {
@@ -188,7 +179,7 @@ int nvmlDeviceGetTemperature(device_t *d, int sensor, unsigned *c) {
 int nvmlDeviceGetClockInfo(device_t *d, int type, unsigned *mhz) {
     if (type != 1) return 3; /* only NVML_CLOCK_SM */
     load_state();
-    *mhz = clk_hi[d->index] ? clk_hi[d->index] : telemetry(d->index).sm;
+    *mhz = clk_hi[d->index] ? clk_hi[d->index] : telemetry(d->index).clock;
     return 0;
 }
 

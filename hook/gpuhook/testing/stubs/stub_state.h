@@ -17,3 +17,18 @@ static int must_fail(int i, const char *call) {
     fclose(f);
     return hit;
 }
+
+/* Telemetry (the exporter's): STUB_STATE.telemetry holds "<index> <util %> <memory used> <memory total> <power mW>
+   <temperature C> <clock MHz>" lines (gpuhook.testing.sim_telemetry writes them); a GPU without a line reports
+   `idle`, the stub's own idle board. */
+typedef struct { unsigned util; unsigned long long used, total; unsigned power, temp, clock; } telemetry_t;
+
+static telemetry_t read_telemetry(int index, telemetry_t idle) {
+    FILE *f = fopen(STUB_STATE ".telemetry", "r");
+    if (!f) return idle;
+    int i; telemetry_t r, t = idle;
+    while (fscanf(f, "%d %u %llu %llu %u %u %u", &i, &r.util, &r.used, &r.total, &r.power, &r.temp, &r.clock) == 7)
+        if (i == index) t = r;
+    fclose(f);
+    return t;
+}
