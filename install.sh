@@ -48,7 +48,7 @@ if [ "$uninstall" = 1 ]; then
   if [ -f "$prefix/configured-engines" ]; then  # put the engines' files back as they were
     for engine in $(sort -u "$prefix/configured-engines"); do "$prefix/bin/gpuhook" configure "$engine" --revert; done
   fi
-  for b in gpuhook gpuhook-runtime gpuhook-ldcache "$hook"; do
+  for b in gpuhook gpuhook-runtime gpuhook-createhook "$hook"; do
     [ "$(readlink "$bindir/$b" 2>/dev/null)" = "$prefix/bin/$b" ] && rm -f "$bindir/$b"
   done
   if [ -f "$prefix/installed-units" ]; then  # the CDI refresh units --cdi enabled
@@ -94,7 +94,7 @@ else
   "$prefix/bin/python3" -m gpuhook.cli.launcher "$prefix/bin" "$purelib" "$platlib" >/dev/null
 fi
 mkdir -p "$bindir"
-for b in gpuhook gpuhook-runtime gpuhook-ldcache; do
+for b in gpuhook gpuhook-runtime gpuhook-createhook; do
   if [ -e "$prefix/bin/$b" ]; then ln -sfn "$prefix/bin/$b" "$bindir/$b"; fi
 done
 # Docker's --gpus runs an executable named nvidia-container-runtime-hook found on dockerd's PATH: gpuhook's, unless

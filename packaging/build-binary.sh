@@ -18,7 +18,7 @@ ln -sfn gpuhook gpuhook-runtime-py
 ln -sfn gpuhook nvidia-container-runtime-hook   # Docker's --gpus hook (gpuhook.cli.nvidia_hook)
 if command -v cc >/dev/null 2>&1; then
   cc -O2 -o gpuhook-runtime ../../hook/gpuhook/cli/native/runtime.c   # the front end; Python behind it
-  cc -O2 -o gpuhook-ldcache ../../hook/gpuhook/cli/native/ldcache.c   # the linker-cache refresh hook
+  cc -O2 -o gpuhook-createhook ../../hook/gpuhook/cli/native/createhook.c   # the createContainer hook
 else
   ln -sfn gpuhook gpuhook-runtime
 fi

@@ -1,5 +1,8 @@
 """The one whole-file writer: temp (O_EXCL, never through a link) in the same directory, fsync, rename.
 
+config.json is written without the fsync: it is read by the runtime a moment later and worth nothing after a
+crash (the engine writes the bundle anew); up to 1.7 ms per GPU container on a disk-backed bundle (Podman's).
+
 Every whole file gpuhook writes goes through here: config.json, the ledger and its .prev, container
 records, the config cache and the front end's fast file, engine configs, CDI specs, procfs copies and
 feature files. A link at the target is refused (the rename would replace the link, but a reader that
@@ -13,8 +16,10 @@ import os
 import stat
 
 
-def write_bytes(path: str, data: bytes, mode: int | None = None, make_dirs: bool = False) -> None:
-    """Replace `path` with `data`, atomically; the file keeps its mode (else `mode`, else 0644). Writes a file."""
+def write_bytes(path: str, data: bytes, mode: int | None = None, make_dirs: bool = False, durable: bool = True) -> None:
+    """Replace `path` with `data`, atomically; the file keeps its mode (else `mode`, else 0644). `durable=False`
+    leaves out the fsync, for a file nobody needs after a crash (config.json: the engine makes the bundle anew).
+    Writes a file."""
     directory = os.path.dirname(os.path.abspath(path))
     if make_dirs:
         os.makedirs(directory, exist_ok=True)
@@ -32,7 +37,8 @@ def write_bytes(path: str, data: bytes, mode: int | None = None, make_dirs: bool
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
             os.fchmod(fd, keep)
         finally:
             os.close(fd)
@@ -43,6 +49,6 @@ def write_bytes(path: str, data: bytes, mode: int | None = None, make_dirs: bool
         raise
 
 
-def write_text(path: str, text: str, mode: int | None = None, make_dirs: bool = False) -> None:
+def write_text(path: str, text: str, mode: int | None = None, make_dirs: bool = False, durable: bool = True) -> None:
     """Replace `path` with `text` (UTF-8), atomically. Writes a file."""
-    write_bytes(path, text.encode(), mode, make_dirs)
+    write_bytes(path, text.encode(), mode, make_dirs, durable)

@@ -88,7 +88,7 @@ class SpecContext:
     ldconfig: str  # the host's ldconfig
     hook_timeout: int = 30  # seconds, for the hooks the edits add
     state_dir: str = "/run/gpuhook"  # where the linker-cache refresh finds its mount point
-    ldcache_helper: str = ""  # the native linker-cache helper (cli/native/ldcache.c), when built
+    helper: str = ""  # the native createContainer hook (cli/native/createhook.c), when built
     gpuhook_bin: str = "/usr/local/bin/gpuhook"  # the hook, where the helper is not there
     config_path: str = "/etc/gpuhook/config.toml"
 
@@ -295,36 +295,56 @@ def _readonly_in_spec(spec: Spec) -> set[object]:
     return {m.get("destination") for m in spec.get("mounts") or [] if "ro" in (m.get("options") or [])}
 
 
-# Runs the host's sh and mount in the container's mount namespace before pivot_root, where <rootfs>/proc is
-# already the container's procfs (so no path in it belongs to the image). Where the kernel has no such
-# directory (a simulated host), the copy goes over its parent, holding the directory inside.
+# Without the native helper: the host's sh and mount in the container's mount namespace before pivot_root, where
+# <rootfs>/proc is already the container's procfs (so no path in it belongs to the image). Where the kernel has no
+# such directory (a simulated host), the copy goes over its parent, holding the directory inside.
 _OVERLAY = ('if [ -d "$1$3" ]; then t="$1$3"; s="$2/${3##*/}"; else t="$1${3%/*}"; s="$2"; fi; '
             'exec mount --bind -o ro,nosuid,nodev,noexec "$s" "$t"')
 _OVERLAY_NAME = "gpuhook-procfs"
 
 
 def overlay_hook(o: ProcOverlay, root_path: str, timeout: int = 30) -> dict[str, Any]:
-    """The createContainer hook that puts a read-only procfs copy over the container's own."""
+    """The shell createContainer hook that puts a read-only procfs copy over the container's own."""
     return {"path": "/bin/sh", "args": ["sh", "-c", _OVERLAY, _OVERLAY_NAME, root_path, o.source, o.target],
             "env": [f"{k}={v}" for k, v in SAFE_ENV.items()], "timeout": timeout}
 
 
 def _overlays_to_spec(spec: Spec, overlays: tuple[ProcOverlay, ...], _e: Edits, ctx: SpecContext) -> None:
+    from gpuhook.apply import create_hook
+
+    have = _overlays_in_spec(spec)
     for o in overlays:
-        _add_hook(spec, "createContainer", overlay_hook(o, ctx.root_path, ctx.hook_timeout))
+        if o.target in have:
+            continue
+        if ctx.helper:  # one native process for every copy and the cache (apply/create_hook.py)
+            create_hook.add(_list(_object(spec, "hooks"), "createContainer"), ctx.helper, ctx.root_path,
+                            create_hook.proc_part(o.source, o.target), ctx.hook_timeout)
+        else:
+            _add_hook(spec, "createContainer", overlay_hook(o, ctx.root_path, ctx.hook_timeout))
 
 
 def _overlays_in_spec(spec: Spec) -> set[object]:
-    return {(h.get("args") or [""] * 7)[6] for h in _stage(spec, "createContainer")
-            if _OVERLAY_NAME in (h.get("args") or [])}
+    from gpuhook.apply import create_hook
+
+    hooks = _stage(spec, "createContainer")
+    return ({(h.get("args") or [""] * 7)[6] for h in hooks if _OVERLAY_NAME in (h.get("args") or [])}
+            | {t for h in hooks for t in create_hook.proc_targets(h)})
 
 
 def _ldcache_to_spec(spec: Spec, dirs: tuple[str, ...], edits: Edits, ctx: SpecContext) -> None:
-    from gpuhook.apply import linker_cache
+    from gpuhook.apply import create_hook, linker_cache
 
-    _add_hook(spec, "createContainer", linker_cache.hook(ctx.root_path, ctx.ldconfig, dirs, edits.mounts,
-                                                         ctx.state_dir, ctx.ldcache_helper, ctx.gpuhook_bin,
-                                                         ctx.config_path, ctx.hook_timeout))
+    have = _ldcache_in_spec(spec)
+    dirs = tuple(d for d in dirs if d not in have)
+    if not dirs:
+        return
+    if ctx.helper:
+        part = linker_cache.helper_part(ctx.ldconfig, dirs, edits.mounts, ctx.state_dir)
+        create_hook.add(_list(_object(spec, "hooks"), "createContainer"), ctx.helper, ctx.root_path, part,
+                        ctx.hook_timeout)
+    else:
+        _add_hook(spec, "createContainer", linker_cache.python_hook(dirs, ctx.gpuhook_bin, ctx.config_path,
+                                                                    ctx.hook_timeout))
 
 
 def _ldcache_in_spec(spec: Spec) -> set[object]:

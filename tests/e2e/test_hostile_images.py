@@ -120,7 +120,10 @@ def test_every_hook_the_shim_adds_has_a_deadline(mixed_host: str, run_container:
 
     spec = json.loads(r.spec_after)
     hooks = [h for stage in spec["hooks"].values() for h in stage]
-    assert len(hooks) >= 4 and all(h.get("timeout") == 7 for h in hooks), hooks
+    assert all(h.get("timeout") == 7 for h in hooks), hooks
+    # one native createContainer process (procfs copies + linker cache), the tuning prestart and poststop
+    assert [h["args"][0] for h in spec["hooks"]["createContainer"]] == ["gpuhook-createhook"]
+    assert len(spec["hooks"]["prestart"]) == len(spec["hooks"]["poststop"]) == 1
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -39,7 +39,7 @@ KINDS: dict[str, tuple[dict[str, str], set[str]]] = {  # annotations, the GPU no
 }
 SEE = ("for f in /dev/nvidia[0-9]* /dev/kfd /dev/dri/renderD*; do [ -e $f ] && echo $f; done > /results/$ID.tmp; "
        "mv /results/$ID.tmp /results/$ID; sleep 1")
-PATTERNS = ("gpuhook-runtime-py", "runc run", "runc init", "gpuhook hook", "gpuhook-ldcache", "container init")
+PATTERNS = ("gpuhook-runtime-py", "runc run", "runc init", "gpuhook hook", "gpuhook-createhook", "container init")
 
 
 def _pids(pattern: str) -> list[int]:

@@ -1,26 +1,33 @@
-"""Container start cost of gpuhook, side by side with bare runc, on simulated hosts (run as root).
+"""Container cost of gpuhook, side by side with bare runc, on simulated hosts (run as root).
 
-    .venv/bin/python tests/perf/bench.py [--rounds 30] [--json out.json]
+    .venv/bin/python tests/perf/bench.py [--rounds 30] [--mode cycle|run|both] [--json out.json]
 
-Every variant starts a real `runc run` of a busybox bundle running `true`. Variants are interleaved
-round by round (in a shuffled order each round) so machine drift hits all of them alike; the table
-gives medians and the ratio of each median to bare runc's in the same run. Not part of the test run.
+The headline is what a container engine does for each container (containerd-shim, CRI-O's conmon): one
+create/start/delete cycle of a busybox bundle running `true`, every call through the runtime under test:
+`R create --bundle B --pid-file P ID`, `R start ID`, a wait for the container's init (this process is a
+child subreaper, so the init is reparented to it once `create` returns), `R delete ID` (poststop hooks).
+`--mode run` times one `R run` instead (the reference of earlier runs); `both` prints both tables. Variants
+are interleaved round by round in a shuffled order, so machine drift hits all alike; the tables give medians,
+p90 and each median's ratio to bare runc's in the same run. Not part of the test run.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import itertools
 import json
 import os
 import platform
 import random
+import shutil
 import statistics
 import subprocess
 import sys
 import sysconfig
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,144 +38,350 @@ from gpuhook.cli.launcher import write_launchers  # noqa: E402
 from gpuhook.testing.bundle import make_bundle, make_rootfs, oci_config  # noqa: E402
 from gpuhook.testing.simulate import HostSpec, build_host  # noqa: E402
 
+PREFIX = "gpuhook-bench-"  # the work dir's and every container id's prefix (cleanup finds them by it)
+PR_SET_CHILD_SUBREAPER = 36
+BASELINE = "runc (baseline)"
+PASS_THROUGH = "gpuhook pass-through (no request)"
+LOG_FILE = "gpuhook nvidia 1 of 8 GPUs, log_file set (debug)"
+VENDORS = ("nvidia", "amd")
+_IDS = itertools.count()
+
 
 @dataclass
 class Variant:
     name: str
-    argv0: list[str]  # the runtime command before `run --bundle B ID`
+    runtime: list[str]  # the runtime command: every call of a sample goes through it
     bundle: Path
-    config: Path | None = None
-    times: list[float] = field(default_factory=list)
+    env: dict[str, str]
     spec: bytes = b""
+    optional: bool = False  # a vendor's own runtime: dropped with a note when its warm-up sample fails
+    times: dict[str, list[float]] = field(default_factory=dict)  # mode -> seconds per sample
+
+
+class StepFailed(Exception):
+    """A runtime call of a sample failed; the message names the variant, the step and the runtime's stderr."""
+
+
+AddVariant = Callable[..., None]
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    """Parse the arguments, build the variants in a work dir, measure, report; removes what it made."""
+    args = _arguments()
+    if os.geteuid() != 0:
+        sys.exit("bench.py runs real containers and makes device nodes: run it as root")
+    _become_subreaper()
+    work = Path(tempfile.mkdtemp(prefix=PREFIX))
+    try:
+        _bench(args, work)
+    finally:
+        _cleanup(work, args.keep)
+    return 0
+
+
+def _arguments() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     p.add_argument("--rounds", type=int, default=30)
+    p.add_argument("--mode", choices=("cycle", "run", "both"), default="cycle",
+                   help="cycle: create/start/wait/delete (what engines do); run: one `runc run`; both tables")
     p.add_argument("--scale", default="1,8,64", help="GPU counts per vendor for the scaling rows")
-    p.add_argument("--json", help="also write the raw results here")
+    p.add_argument("--json", help="also write the raw results here ({mode: {variant: [seconds]}})")
     p.add_argument("--only", action="append", default=[], metavar="TEXT",
                    help="measure only the variants whose name contains TEXT (repeatable; the baseline always runs)")
     p.add_argument("--python", default=sys.executable,
                    help="interpreter for gpuhook's launchers (install.sh uses the distribution's /usr/bin/python3)")
+    p.add_argument("--keep", action="store_true", help="leave the work dir (bundles, configs, state, log) in place")
     args = p.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("bench.py runs real containers and makes device nodes: run it as root")
-    work = Path(tempfile.mkdtemp(prefix="gpuhook-bench-"))
-    variants = _variants(work, [int(n) for n in args.scale.split(",")], args.python)
+    if args.rounds < 2:
+        p.error("--rounds must be at least 2 (p90 needs two samples)")
+    return args
+
+
+def _become_subreaper() -> None:
+    """Make this process a child subreaper (what containerd-shim does), so a container's init, orphaned when
+    `create` returns, is reparented here and can be waited for. Changes this process."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        sys.exit(f"prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(ctypes.get_errno())}")
+
+
+def _bench(args: argparse.Namespace, work: Path) -> None:
+    modes = ("cycle", "run") if args.mode == "both" else (args.mode,)
+    variants, notes = _variants(work, [int(n) for n in args.scale.split(",")], args.python)
     if args.only:
-        variants = [v for v in variants if v.name.startswith("runc") or any(t in v.name for t in args.only)]
-    for v in variants:  # warm caches (config cache, page cache, stub compiles) before measuring
-        _once(v, work)
+        variants = [v for v in variants if v.name == BASELINE or any(t in v.name for t in args.only)]
+    order = {v.name: i for i, v in enumerate(variants)}
+    variants = _warm_up(variants, modes, work, notes)
     for _ in range(args.rounds):
         random.shuffle(variants)
         for v in variants:
-            v.times.append(_once(v, work))
-    variants.sort(key=lambda v: _order(v.name))
-    _report(variants, args.rounds, args.python)
+            for mode in modes:
+                v.times.setdefault(mode, []).append(_measured(v, mode, work))
+    variants.sort(key=lambda v: order[v.name])
+    _report(variants, modes, args, notes)
     if args.json:
-        Path(args.json).write_text(json.dumps({v.name: v.times for v in variants}, indent=1))
-    return 0
+        Path(args.json).write_text(json.dumps({m: {v.name: v.times[m] for v in variants} for m in modes}, indent=1))
 
 
-def _variants(work: Path, scale: list[int], python: str) -> list[Variant]:
+def _warm_up(variants: list[Variant], modes: tuple[str, ...], work: Path, notes: list[str]) -> list[Variant]:
+    """One untimed sample per variant and mode (config cache, page cache, stub compiles); a vendor runtime whose
+    sample fails is dropped with a note, any other failure ends the benchmark."""
+    kept = []
+    for v in variants:
+        try:
+            for mode in modes:
+                _sample(v, mode, work)
+        except StepFailed as e:
+            if not v.optional:
+                sys.exit(str(e))
+            notes.append(f"dropped: {e}")
+            continue
+        kept.append(v)
+    return kept
+
+
+def _measured(v: Variant, mode: str, work: Path) -> float:
+    try:
+        return _sample(v, mode, work)
+    except StepFailed as e:
+        sys.exit(str(e))
+
+
+def _sample(v: Variant, mode: str, work: Path) -> float:
+    """One timed sample of `v` in `mode` (seconds), under a fresh container id; raises StepFailed. Restores
+    config.json first (the shim rewrote it last time; not timed)."""
+    (v.bundle / "config.json").write_bytes(v.spec)
+    cid = f"{PREFIX}{os.getpid()}-{next(_IDS)}"
+    err = work / "stderr"
+    if mode == "run":
+        start = time.perf_counter()
+        _call(v, "run", ["run", "--bundle", str(v.bundle), cid], err)
+        return time.perf_counter() - start
+    pid_file = work / "init.pid"
+    start = time.perf_counter()
+    _call(v, "create", ["create", "--bundle", str(v.bundle), "--pid-file", str(pid_file), cid], err)
+    _call(v, "start", ["start", cid], err)
+    _wait_init(v, int(pid_file.read_text()))
+    _call(v, "delete", ["delete", cid], err)
+    return time.perf_counter() - start
+
+
+def _call(v: Variant, step: str, args: list[str], err: Path) -> None:
+    """Run `R args` with /dev/null for stdin and stdout and a file for stderr: the container's init inherits
+    them, and a pipe would keep its reader waiting until the container ends. Raises StepFailed."""
+    with err.open("w+b") as f:
+        done = subprocess.run([*v.runtime, *args], env=v.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=f, check=False)
+        if done.returncode != 0:
+            f.seek(0)
+            message = f.read().decode(errors="replace").strip()
+            raise StepFailed(f"{v.name}: {step} failed (exit {done.returncode}): {message}")
+
+
+def _wait_init(v: Variant, pid: int) -> None:
+    """Wait for the container's init, reparented to this subreaper; raises StepFailed unless it exited 0."""
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError as e:
+        raise StepFailed(f"{v.name}: wait failed: init {pid} is not a child of the benchmark ({e})") from e
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        raise StepFailed(f"{v.name}: wait failed: the container's `true` ended with {code}")
+
+
+def _variants(work: Path, scale: list[int], python: str) -> tuple[list[Variant], list[str]]:
+    """Every variant's bundle, config and environment under `work`, and notes on rows left out. Writes files."""
     rootfs = work / "rootfs"
     make_rootfs(str(rootfs))
     bindir = work / "bin"
     bindir.mkdir()
-    launchers = write_launchers(str(bindir), python, [str(REPO / "hook"), sysconfig.get_paths()["purelib"],
-                                                      sysconfig.get_paths()["platlib"]])
+    paths = sysconfig.get_paths()
+    launchers = write_launchers(str(bindir), python, [str(REPO / "hook"), paths["purelib"], paths["platlib"]])
     shim, gpuhook = launchers["gpuhook-runtime"], launchers["gpuhook"]
-    pip_shim = str(Path(sys.executable).parent / "gpuhook-runtime")
     hosts = {n: build_host(str(work / f"host{n}"), HostSpec(nvidia=n, amd=n)) for n in sorted({8, *scale})}
-    configs = {}
-    for n, root in hosts.items():
-        configs[n] = work / f"config{n}.toml"
-        configs[n].write_text(f'host_root = "{root}"\nruntime = "runc"\n')
+    configs = {n: _config(work, f"config{n}", root) for n, root in hosts.items()}
+    debug = _config(work, "config-debug", hosts[8], f'log_file = "{work}/gpuhook.log"\nlog_level = "debug"\n')
     out: list[Variant] = []
 
-    def add(name: str, argv0: list[str], n: int | None, annotations: dict[str, str] | None = None,
-            hook: bool = False) -> None:
+    def add(name: str, runtime: list[str], env: dict[str, str], annotations: dict[str, str] | None = None,
+            process_env: dict[str, str] | None = None, hook: Path | None = None, optional: bool = False) -> None:
         bundle = work / f"b{len(out)}"
-        spec = oci_config(["true"], annotations=annotations)
-        if hook:
-            spec["hooks"] = {"prestart": [{"path": gpuhook, "args": ["gpuhook", "hook", "prestart"],
-                                           "env": [f"GPUHOOK_CONFIG={configs[n or 8]}"]}]}
+        spec = oci_config(["true"], env=process_env, annotations=annotations)
+        if hook is not None:  # as users install hook mode (both stages); poststop drops the record, restores tuning
+            spec["hooks"] = {stage: [{"path": gpuhook, "args": ["gpuhook", "hook", stage],
+                                      "env": [f"GPUHOOK_CONFIG={hook}"]}] for stage in ("prestart", "poststop")}
         make_bundle(str(bundle), spec, str(rootfs))
-        v = Variant(name, argv0, bundle, configs[n] if n else None)
-        v.spec = (bundle / "config.json").read_bytes()
-        out.append(v)
+        out.append(Variant(name, runtime, bundle, {"PATH": os.environ["PATH"], **env},
+                           (bundle / "config.json").read_bytes(), optional))
 
-    add("runc (baseline)", ["runc"], None)
-    add("shim pass-through (no request)", [shim], 8)
-    if os.path.exists(pip_shim):
-        add("shim pass-through, pip's wrapper", [pip_shim], 8)
-    for vendor in ("nvidia", "amd"):
-        add(f"shim {vendor} 1 of 8 GPUs", [shim], 8, {"gpuhook.dev/gpus": "0", "gpuhook.dev/vendor": vendor})
-        add(f"shim {vendor} all 8 GPUs", [shim], 8, {"gpuhook.dev/gpus": "all", "gpuhook.dev/vendor": vendor})
-        add(f"hook mode {vendor} 1 of 8 GPUs (runc + gpuhook hook prestart)", ["runc"], 8,
-            {"gpuhook.dev/gpus": "0", "gpuhook.dev/vendor": vendor}, hook=True)
-        add(f"shim {vendor} 1 of 8 GPUs + clocks (prestart applies, poststop restores)", [shim], 8,
-            {"gpuhook.dev/gpus": "0", "gpuhook.dev/vendor": vendor, "gpuhook.dev/clocks": "1500"})
+    def gpus(vendor: str, which: str, **more: str) -> dict[str, str]:
+        return {"gpuhook.dev/gpus": which, "gpuhook.dev/vendor": vendor, **more}
+
+    def on(config: Path) -> dict[str, str]:
+        return {"GPUHOOK_CONFIG": str(config)}
+
+    add(BASELINE, ["runc"], {})
+    add(PASS_THROUGH, [shim], on(configs[8]))
+    pip_shim = Path(sys.executable).parent / "gpuhook-runtime"
+    if pip_shim.exists():
+        add("gpuhook pass-through, pip's wrapper", [str(pip_shim)], on(configs[8]))
+    for vendor in VENDORS:
+        add(f"gpuhook {vendor} 1 of 8 GPUs", [shim], on(configs[8]), gpus(vendor, "0"))
+        add(f"gpuhook {vendor} all 8 GPUs", [shim], on(configs[8]), gpus(vendor, "all"))
+        add(f"hook mode {vendor} 1 of 8 GPUs", ["runc"], {}, gpus(vendor, "0"), hook=configs[8])
+        add(f"gpuhook {vendor} 1 of 8 GPUs + clocks=1500", [shim], on(configs[8]),
+            gpus(vendor, "0", **{"gpuhook.dev/clocks": "1500"}))
+    add(LOG_FILE, [shim], on(debug), gpus("nvidia", "0"))
     binary = REPO / "dist/gpuhook/gpuhook-runtime"  # bash packaging/build-binary.sh
     if binary.exists():
-        for vendor in ("nvidia", "amd"):
-            add(f"PyInstaller binary {vendor} 1 of 8 GPUs", [str(binary)], 8,
-                {"gpuhook.dev/gpus": "0", "gpuhook.dev/vendor": vendor})
-    for n in scale:
-        for vendor in ("nvidia", "amd"):
-            add(f"scaling: {vendor} all of {n}", [shim], n, {"gpuhook.dev/gpus": "all", "gpuhook.dev/vendor": vendor})
-    return out
+        for vendor in VENDORS:
+            add(f"PyInstaller binary {vendor} 1 of 8 GPUs", [str(binary)], on(configs[8]), gpus(vendor, "0"))
+    notes = _vendor_runtimes(add, work, gpuhook, configs[8])
+    for vendor in VENDORS:
+        for n in scale:
+            add(f"scaling: {vendor} all of {n}", [shim], on(configs[n]), gpus(vendor, "all"))
+    return out, notes
 
 
-def _once(v: Variant, work: Path) -> float:
-    (v.bundle / "config.json").write_bytes(v.spec)  # the shim rewrote it last time; restoring is not timed
-    env = {"PATH": os.environ["PATH"]}
-    if v.config:
-        env["GPUHOOK_CONFIG"] = str(v.config)
-    cid = f"bench-{os.getpid()}-{random.randrange(1 << 30)}"
-    start = time.perf_counter()
-    done = subprocess.run([*v.argv0, "run", "--bundle", str(v.bundle), cid], env=env, capture_output=True, check=False)
-    elapsed = time.perf_counter() - start
+def _config(work: Path, name: str, host: str, extra: str = "") -> Path:
+    """A gpuhook config for a simulated host; its state (records, tuning ledger) in its own dir under `work`."""
+    path = work / f"{name}.toml"
+    path.write_text(f'host_root = "{host}"\nruntime = "runc"\nstate_dir = "{work}/state-{name}"\n{extra}')
+    return path
+
+
+def _vendor_runtimes(add: AddVariant, work: Path, gpuhook: str, config: Path) -> list[str]:
+    """Rows for NVIDIA's and AMD's own runtimes, where they are on PATH (never a dependency); notes on what is
+    left out. NVIDIA's runs in CDI mode on gpuhook's spec of the simulated host. AMD's reads the host's real
+    GPUs (it cannot be pointed at a simulated host): its rows mean something only on a real AMD host."""
+    notes = []
+    nvidia = shutil.which("nvidia-container-runtime")
+    if nvidia:
+        problem = _cdi_spec(work, gpuhook, config)
+        if problem:
+            notes.append(f"dropped NVIDIA's runtime rows: {problem}")
+        else:
+            env = {"XDG_CONFIG_HOME": str(_nvidia_config(work))}
+            add("NVIDIA's runtime (CDI) pass-through", [nvidia], env, optional=True)
+            for name, device in (("1 of 8 GPUs", "0"), ("all 8 GPUs", "all")):
+                add(f"NVIDIA's runtime (CDI) {name}", [nvidia], env,
+                    {"cdi.k8s.io/gpuhook-bench": f"nvidia.com/gpu={device}"}, optional=True)
+    amd = shutil.which("amd-container-runtime")
+    if amd:
+        add("AMD's runtime pass-through", [amd], {}, optional=True)
+        for device in ("0", "all"):
+            add(f"AMD's runtime AMD_VISIBLE_DEVICES={device}", [amd], {},
+                process_env={"AMD_VISIBLE_DEVICES": device}, optional=True)
+    return notes
+
+
+def _cdi_spec(work: Path, gpuhook: str, config: Path) -> str | None:
+    """gpuhook's CDI spec of the simulated host's NVIDIA GPUs in work/cdi; what went wrong, or None. Runs
+    `gpuhook cdi generate`."""
+    output = work / "cdi" / "gpuhook-nvidia.json"
+    done = subprocess.run([gpuhook, "cdi", "generate", "--vendor", "nvidia", "--output", str(output)],
+                          env={"PATH": os.environ["PATH"], "GPUHOOK_CONFIG": str(config)},
+                          capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        sys.exit(f"{v.name} failed: {done.stderr.decode().strip()}")
-    return elapsed
+        return f"gpuhook cdi generate failed: {done.stderr.strip()}"
+    return None
 
 
-def _order(name: str) -> tuple[int, str, int]:
-    if name.startswith("scaling"):
-        vendor, _, count = name.removeprefix("scaling: ").partition(" all of ")
-        return (2, vendor, int(count))
-    return (0 if name.startswith("runc") else 1, name, 0)
+def _nvidia_config(work: Path) -> Path:
+    """An XDG config dir whose nvidia-container-runtime config selects CDI mode on work/cdi. Writes a file."""
+    xdg = work / "xdg"
+    (xdg / "nvidia-container-runtime").mkdir(parents=True)
+    (xdg / "nvidia-container-runtime" / "config.toml").write_text(
+        '[nvidia-container-runtime]\nmode = "cdi"\nruntimes = ["runc"]\n\n'
+        f'[nvidia-container-runtime.modes.cdi]\nspec-dirs = ["{work}/cdi"]\ndefault-kind = "nvidia.com/gpu"\n')
+    return xdg
 
 
-def _report(variants: list[Variant], rounds: int, python: str) -> None:
-    base = statistics.median(variants[0].times)
+def _report(variants: list[Variant], modes: tuple[str, ...], args: argparse.Namespace, notes: list[str]) -> None:
+    """The header, a table per mode (the cycle's followed by the targets), the log_file and scaling lines."""
     runc = subprocess.run(["runc", "--version"], capture_output=True, text=True, check=False).stdout.split("\n")[0]
     print(f"machine: {os.cpu_count()} CPUs, {platform.platform()}, Python {platform.python_version()}, {runc}")
-    print(f"gpuhook's interpreter: {python}; rounds: {rounds}, variants interleaved in shuffled order\n")
+    print(f"gpuhook's interpreter: {args.python}; rounds: {args.rounds}, variants interleaved in shuffled order")
+    for note in notes:
+        print(f"note: {note}")
+    titles = {"cycle": "create, start, wait for init, delete (each call through the runtime)",
+              "run": "`run` (reference: one call; the runtime waits for the container)"}
+    for mode in modes:
+        print(f"\n{titles[mode]}:\n")
+        _table(variants, mode)
+        if mode == modes[0]:
+            _targets({v.name: statistics.median(v.times[mode]) for v in variants}, mode)
+    if not (REPO / "dist/gpuhook/gpuhook-runtime").exists():
+        print("\nPyInstaller binary: not built (bash packaging/build-binary.sh)")
+    medians = {v.name: statistics.median(v.times[modes[0]]) for v in variants}
+    if LOG_FILE in medians and "gpuhook nvidia 1 of 8 GPUs" in medians:
+        added = medians[LOG_FILE] - medians["gpuhook nvidia 1 of 8 GPUs"]
+        print(f"\nlog_file adds {added * 1000:.1f} ms per GPU container (median difference)")
+    _report_scaling(medians)
+
+
+def _table(variants: list[Variant], mode: str) -> None:
+    base = statistics.median(next(v for v in variants if v.name == BASELINE).times[mode])
     print("| variant | median ms | p90 ms | ratio to runc |")
     print("|---|---:|---:|---:|")
     for v in variants:
-        med = statistics.median(v.times)
-        p90 = statistics.quantiles(v.times, n=10)[-1]
+        med = statistics.median(v.times[mode])
+        p90 = statistics.quantiles(v.times[mode], n=10)[-1]
         print(f"| {v.name} | {med * 1000:.1f} | {p90 * 1000:.1f} | {med / base:.2f} |")
-    if not (REPO / "dist/gpuhook/gpuhook-runtime").exists():
-        print("| PyInstaller binary | not built (bash packaging/build-binary.sh) | | |")
-    _report_scaling(variants)
 
 
-def _report_scaling(variants: list[Variant]) -> None:
-    """The cost of each added GPU between the scaling points: linear growth keeps it flat."""
-    points: dict[str, list[tuple[int, float]]] = {}
-    for v in variants:
-        if v.name.startswith("scaling"):
-            _, vendor, count = _order(v.name)
-            points.setdefault(vendor, []).append((count, statistics.median(v.times)))
-    for vendor, pts in points.items():
-        steps = [f"{a}->{b}: {(tb - ta) / (b - a) * 1000:.2f}" for (a, ta), (b, tb) in itertools.pairwise(pts)]
-        if steps:
-            print(f"\nscaling, {vendor}: ms per added GPU " + ", ".join(steps))
+def _targets(medians: dict[str, float], mode: str) -> None:
+    """The aims, each against this run's medians: one `target  measured  ok|MISS` line each (never fails)."""
+    ratio = {name: med / medians[BASELINE] for name, med in medians.items()}
+    checks = [("pass-through ratio <= 1.03", ratio.get(PASS_THROUGH), 1.03)]
+    for vendor in VENDORS:
+        checks += [(f"{vendor} 1 of 8 ratio <= 1.5", ratio.get(f"gpuhook {vendor} 1 of 8 GPUs"), 1.5),
+                   (f"{vendor} all 8 ratio <= 1.5", ratio.get(f"gpuhook {vendor} all 8 GPUs"), 1.5),
+                   (f"hook mode {vendor} ratio <= 1.5", ratio.get(f"hook mode {vendor} 1 of 8 GPUs"), 1.5),
+                   (f"{vendor} + clocks ratio <= 2.5", ratio.get(f"gpuhook {vendor} 1 of 8 GPUs + clocks=1500"), 2.5)]
+        points = _scaling(medians, vendor)
+        if len(points) > 1:
+            (low, t_low), (high, t_high) = points[0], points[-1]
+            checks.append((f"{vendor} ratio({high})/ratio({low}) <= 1.15", t_high / t_low, 1.15))
+    if LOG_FILE in medians and "gpuhook nvidia 1 of 8 GPUs" in medians:
+        checks.append(("log_file ms <= 3", (medians[LOG_FILE] - medians["gpuhook nvidia 1 of 8 GPUs"]) * 1000, 3.0))
+    print(f"\ntargets ({mode} medians; for reading, never enforced):")
+    measured = [(label, value, limit) for label, value, limit in checks if value is not None]
+    for label, value, limit in measured:
+        print(f"  {label:<36} {value:6.2f}  {'ok' if value <= limit else 'MISS'}")
+    if not measured:
+        print("  (no target's row was measured)")
+
+
+def _scaling(medians: dict[str, float], vendor: str) -> list[tuple[int, float]]:
+    """The (GPU count, median) points of a vendor's scaling rows, by count."""
+    head = f"scaling: {vendor} all of "
+    return sorted((int(name.removeprefix(head)), med) for name, med in medians.items() if name.startswith(head))
+
+
+def _report_scaling(medians: dict[str, float]) -> None:
+    """Per vendor: the ratio of the largest scaling point's ratio to the smallest's, and the cost of each added
+    GPU between the points (linear growth keeps it flat)."""
+    for vendor in VENDORS:
+        points = _scaling(medians, vendor)
+        if len(points) < 2:
+            continue
+        (low, t_low), (high, t_high) = points[0], points[-1]
+        print(f"\nscaling, {vendor}: ratio({high})/ratio({low}) = {t_high / t_low:.2f}")
+        steps = [f"{a}->{b}: {(tb - ta) / (b - a) * 1000:.2f}" for (a, ta), (b, tb) in itertools.pairwise(points)]
+        print(f"scaling, {vendor}: ms per added GPU " + ", ".join(steps))
+
+
+def _cleanup(work: Path, keep: bool) -> None:
+    """Best effort: force-delete this run's containers runc still lists, then remove `work` unless `keep`."""
+    listed = subprocess.run(["runc", "list", "-q"], capture_output=True, text=True, check=False).stdout.split()
+    for cid in listed:
+        if cid.startswith(f"{PREFIX}{os.getpid()}-"):
+            subprocess.run(["runc", "delete", "--force", cid], capture_output=True, check=False)
+    if keep:
+        print(f"work dir kept: {work}")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -6,9 +6,9 @@ named by each SONAME. In the container's own mount namespace the root has the vo
 it, so a crafted SONAME could make root write into a volume the container's user cannot write. So the
 refresh runs in a private mount namespace of its own, on a non-recursive bind of the root (no volumes), with
 gpuhook's own library mounts bound back read-only (each target resolved inside the root): whatever ldconfig
-writes stays in the image's own filesystem. Shim mode writes a createContainer hook running the native
-helper (cli/native/ldcache.c), or `gpuhook hook update-ldcache` where it was not built; hook mode and CDI's
-hook do the same from Python.
+writes stays in the image's own filesystem. Shim mode gives the native createContainer hook
+(cli/native/createhook.c) a refresh part, or writes `gpuhook hook update-ldcache` where it was not built; hook
+mode and CDI's hook do the same from Python.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 
     from gpuhook.edits import Mount
 
-HELPER = "gpuhook-ldcache"  # the native helper's name, beside gpuhook-runtime and gpuhook
 _PYTHON = ["gpuhook", "hook", "update-ldcache"]
 
 
@@ -51,28 +50,29 @@ def library_mounts(mounts: Iterable[tuple[str, str]], dirs: tuple[str, ...]) -> 
     return [(src, dst) for src, dst in mounts if relevant(dst)]
 
 
-def hook(root_path: str, ldconfig: str, dirs: tuple[str, ...], mounts: tuple[Mount, ...], state_dir: str,
-         helper: str, gpuhook_bin: str, config_path: str, timeout: int) -> dict[str, Any]:
-    """The createContainer hook (shim mode) that refreshes the cache for `dirs`: the native helper, else the
-    Python hook (the same refresh, slower to start)."""
-    if helper and os.access(helper, os.X_OK):
-        pairs = library_mounts(((m.host_path, m.container_path) for m in mounts), dirs)
-        args = [HELPER, root_path, mountpoint(state_dir), ldconfig, str(len(pairs)),
-                *(p for pair in pairs for p in pair), *dirs]
-        return {"path": helper, "args": args, "env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"],
-                "timeout": timeout}
+def helper_part(ldconfig: str, dirs: tuple[str, ...], mounts: tuple[Mount, ...], state_dir: str) -> list[str]:
+    """The refresh of `dirs` as the native createContainer hook's last part (apply/create_hook.py)."""
+    from gpuhook.apply import create_hook
+
+    pairs = library_mounts(((m.host_path, m.container_path) for m in mounts), dirs)
+    return create_hook.ldcache_part(mountpoint(state_dir), ldconfig, pairs, dirs)
+
+
+def python_hook(dirs: tuple[str, ...], gpuhook_bin: str, config_path: str, timeout: int) -> dict[str, Any]:
+    """The createContainer hook (shim mode) where the native helper was not built: the Python hook, the same
+    refresh, slower to start."""
     return {"path": gpuhook_bin, "args": [*_PYTHON, *(a for d in dirs for a in ("--folder", d))],
             "env": [f"GPUHOOK_CONFIG={config_path}", "PATH=/usr/sbin:/usr/bin:/sbin:/bin"], "timeout": timeout}
 
 
 def dirs_in(hook: dict[str, Any]) -> tuple[str, ...] | None:
     """The directories a refresh hook lists; None for any other hook."""
+    from gpuhook.apply import create_hook
+
     args = hook.get("args") or []
-    if args[:1] == [HELPER] and len(args) > 4 and args[4].isdigit():
-        return tuple(args[5 + 2 * int(args[4]):])
     if args[:3] == _PYTHON:
         return tuple(args[i + 1] for i, a in enumerate(args[:-1]) if a == "--folder")
-    return None
+    return create_hook.ldcache_dirs(hook)
 
 
 def refresh(root_path: str, ldconfig: str, dirs: tuple[str, ...], mounts: Iterable[tuple[str, str]],

@@ -125,5 +125,6 @@ def drop_hooks(spec: Spec, stage: str, matches: Callable[[object], bool]) -> Non
 
 
 def write_atomic(path: str, spec: Spec) -> None:
-    """Replace `path` with `spec` as JSON, atomically, keeping the file mode. Writes a file."""
-    write_text(path, fastjson.dumps(spec))
+    """Replace `path` with `spec` as JSON, atomically, keeping the file mode; not fsynced (atomic.py). Writes a
+    file."""
+    write_text(path, fastjson.dumps(spec), durable=False)

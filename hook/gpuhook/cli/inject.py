@@ -186,7 +186,7 @@ def _edited(spec: Spec, bundle: str, container_id: str, config: Config,
 
         make_mountpoint(config.state_dir)
     ctx = SpecContext(rootfs(spec, bundle), config.ldconfig, config.hook_timeout, config.state_dir,
-                      os.path.join(here, "gpuhook-ldcache"), gpuhook_bin, config.path)
+                      _helper(here), gpuhook_bin, config.path)
     new = apply_with(spec, prepared.edits, ctx)
     drop_hooks(new, "prestart", is_gpus_hook)  # Docker's --gpus hook: its work is done (a hook would not know)
     from gpuhook.host.processes import start_time
@@ -201,6 +201,15 @@ def _edited(spec: Spec, bundle: str, container_id: str, config: Config,
     recheck_leases(config.state_dir, record)
     count_prepared(config.state_dir, prepared)
     return new, prepared.warnings
+
+
+def _helper(here: str) -> str:
+    """The native createContainer hook beside gpuhook-runtime, "" where it was not built (then a shell hook per
+    procfs copy and the Python cache refresh do its work)."""
+    from gpuhook.apply.create_hook import NAME
+
+    path = os.path.join(here, NAME)
+    return path if os.access(path, os.X_OK) else ""
 
 
 def count_prepared(state_dir: str, prepared: Prepared) -> None:

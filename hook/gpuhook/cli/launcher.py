@@ -31,9 +31,9 @@ def write_launchers(dest: str, python: str, path_entries: list[str]) -> dict[str
     native = build_front_end(dest)
     if native:
         written["gpuhook-runtime"] = native
-    helper = build_native(dest, "ldcache.c", "gpuhook-ldcache", "the linker-cache helper")
+    helper = build_native(dest, "createhook.c", "gpuhook-createhook", "the createContainer hook")
     if helper:
-        written["gpuhook-ldcache"] = helper
+        written["gpuhook-createhook"] = helper
     return written
 
 

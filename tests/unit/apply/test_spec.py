@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gpuhook.apply.spec import apply_edits, apply_with, load_spec, rootfs, write_atomic
-from gpuhook.edits import DeviceNode, DeviceRule, Edits, Mount, SpecContext
+from gpuhook.edits import DeviceNode, DeviceRule, Edits, Mount, ProcOverlay, SpecContext
 from gpuhook.errors import SpecError
 
 NODE = DeviceNode("/dev/nvidia0", "c", 195, 0, 0o666, 0, 0)
@@ -39,7 +39,7 @@ def test_apply_adds_everything_and_keeps_unknown_fields() -> None:
 
 
 def test_the_native_helper_refreshes_the_cache_with_only_gpuhooks_library_mounts(tmp_path: Path) -> None:
-    helper = tmp_path / "gpuhook-ldcache"
+    helper = tmp_path / "gpuhook-createhook"
     helper.write_text("#!/bin/sh\n")
     helper.chmod(0o755)
     edits = Edits(mounts=(Mount("/h/libcuda.so.1.2", "/usr/lib/libcuda.so.1.2"), Mount("/h/smi", "/usr/bin/smi")),
@@ -47,9 +47,36 @@ def test_the_native_helper_refreshes_the_cache_with_only_gpuhooks_library_mounts
     ctx = SpecContext("/b/rootfs", "/sbin/ldconfig", 7, "/run/gh", str(helper))
     (hook,) = apply_with(SPEC, edits, ctx)["hooks"]["createContainer"]
     assert hook["path"] == str(helper) and hook["timeout"] == 7
-    assert hook["args"] == ["gpuhook-ldcache", "/b/rootfs", "/run/gh/ldcache-root", "/sbin/ldconfig", "1",
-                            "/h/libcuda.so.1.2", "/usr/lib/libcuda.so.1.2", "/usr/lib"]
+    assert hook["args"] == ["gpuhook-createhook", "/b/rootfs", "--ldcache", "/run/gh/ldcache-root", "/sbin/ldconfig",
+                            "1", "/h/libcuda.so.1.2", "/usr/lib/libcuda.so.1.2", "/usr/lib"]
+    assert hook["env"] == ["PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"]
     assert edits.lacking(apply_with(SPEC, edits, ctx)).ldcache_dirs == ()
+
+
+def test_the_native_helper_is_one_hook_for_every_procfs_copy_and_the_cache(tmp_path: Path) -> None:
+    helper = tmp_path / "gpuhook-createhook"
+    edits = Edits(mounts=(Mount("/h/libcuda.so.1", "/usr/lib/libcuda.so.1"),), ldcache_dirs=("/usr/lib",),
+                  proc_overlays=(ProcOverlay("/run/gh/p1", "/proc/driver/nvidia"),
+                                 ProcOverlay("/run/gh/p2", "/proc/driver/nvidia-caps")))
+    ctx = SpecContext("/b/rootfs", "/sbin/ldconfig", 7, "/run/gh", str(helper))
+    out = apply_with(SPEC, edits, ctx)
+    (hook,) = out["hooks"]["createContainer"]
+    assert hook["args"] == ["gpuhook-createhook", "/b/rootfs", "--proc", "/run/gh/p1", "/proc/driver/nvidia",
+                            "--proc", "/run/gh/p2", "/proc/driver/nvidia-caps", "--ldcache", "/run/gh/ldcache-root",
+                            "/sbin/ldconfig", "1", "/h/libcuda.so.1", "/usr/lib/libcuda.so.1", "/usr/lib"]
+    assert edits.lacking(out).proc_overlays == () and edits.lacking(out).ldcache_dirs == ()
+    assert apply_with(out, edits, ctx) == out  # idempotent
+    more = Edits(proc_overlays=(ProcOverlay("/run/gh/p3", "/proc/driver/amd"),), ldcache_dirs=("/opt/lib",))
+    (again, second) = apply_with(out, more, ctx)["hooks"]["createContainer"]
+    assert again["args"][8:11] == ["--proc", "/run/gh/p3", "/proc/driver/amd"]  # copies before the refresh
+    assert second["args"] == ["gpuhook-createhook", "/b/rootfs", "--ldcache", "/run/gh/ldcache-root",
+                              "/sbin/ldconfig", "0", "/opt/lib"]  # a second refresh is its own hook
+
+
+def test_without_the_helper_each_procfs_copy_is_a_shell_hook() -> None:
+    edits = Edits(proc_overlays=(ProcOverlay("/run/gh/p1", "/proc/driver/nvidia"),))
+    (hook,) = apply_edits(SPEC, edits, "/b/rootfs", "/sbin/ldconfig")["hooks"]["createContainer"]
+    assert hook["path"] == "/bin/sh" and hook["args"][-3:] == ["/b/rootfs", "/run/gh/p1", "/proc/driver/nvidia"]
 
 
 def test_apply_is_idempotent() -> None:
