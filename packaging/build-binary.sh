@@ -9,7 +9,7 @@ python=${PYTHON:-.venv/bin/python}
 "$python" -m PyInstaller --noconfirm --clean --log-level WARN --onedir --name gpuhook \
   --distpath dist --workpath build/pyinstaller --specpath build \
   --paths hook --collect-submodules gpuhook --collect-data gpuhook \
-  --collect-data jsonschema_specifications --collect-submodules structlog \
+  --collect-data jsonschema_specifications \
   --hidden-import pynvml --hidden-import amdsmi --hidden-import amdsmi.amdsmi_interface \
   --hidden-import amdsmi.amdsmi_wrapper --hidden-import amdsmi.amdsmi_exception --collect-submodules tomlkit \
   packaging/gpuhook_main.py

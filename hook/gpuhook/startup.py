@@ -16,9 +16,11 @@ hot, and each may import only what it needs:
 How the code keeps to it, so that no module needs to say it again:
 - `TYPE_CHECKING = False` and `if TYPE_CHECKING:` for imports that only type checkers need (typing,
   collections.abc, other gpuhook modules' types): mypy treats them as type-only, Python never runs them.
+- logs.py writes structlog's JSON lines itself (os.write of one line; nothing opened before the first line):
+  structlog and its logging/datetime cost ~65 ms per process with a log_file set.
 - `@frozen` (frozen.py) instead of dataclasses (about 30 ms), `fastjson` instead of json (about 9 ms with
   re, enum and functools), `proc.run` instead of subprocess (12-25 ms), hand-written parsers instead of re.
-- Heavy or optional modules (structlog, jsonschema, tomlkit, pynvml, amdsmi, the image checks, the ledger)
+- Heavy or optional modules (jsonschema, tomlkit, pynvml, amdsmi, the image checks, the ledger)
   are imported inside the function that needs them, on the path that needs them.
 - Every `__init__.py` of a room is empty; the package's own holds the version only.
 Measure with `python -X importtime` and tests/perf/bench.py.
