@@ -9,6 +9,8 @@
 #   ./install.sh --uninstall   revert those registrations, remove the links and the virtualenv (the config stays)
 #   ./install.sh --cdi         also write CDI specs (gpuhook cdi generate) and enable the systemd units that
 #                              regenerate them after a driver change (gpuhook-cdi-refresh.path)
+#   ./install.sh --warm        also enable the optional warm helper (gpuhook-warm.service): GPU containers and
+#                              gpuhook's hooks start without a Python start of their own
 #   ./install.sh --no-nvidia-hook  do not link nvidia-container-runtime-hook (Docker's --gpus hook) into the bin dir;
 #                              it is never linked where NVIDIA's container toolkit provides one
 # Dependencies are pinned (packaging/constraints.txt); a release tarball carries their wheels in
@@ -24,6 +26,7 @@ configure=""
 uninstall=0
 binary=""
 cdi=0
+warm=0
 nvidia_hook=1
 hook=nvidia-container-runtime-hook
 units="gpuhook-cdi-refresh.path gpuhook-cdi-refresh.service"
@@ -35,10 +38,11 @@ while [ $# -gt 0 ]; do
     --configure=*) configure="${1#*=}" ;;
     --uninstall) uninstall=1 ;;
     --cdi) cdi=1 ;;
+    --warm) warm=1 ;;
     --no-nvidia-hook) nvidia_hook=0 ;;
     --binary) binary="${2:-}"; shift ;;
     --binary=*) binary="${1#*=}" ;;
-    *) echo "usage: $0 [--demo] [--configure docker,containerd,crio,podman] [--binary DIR] [--cdi]" \
+    *) echo "usage: $0 [--demo] [--configure docker,containerd,crio,podman] [--binary DIR] [--cdi] [--warm]" \
             "[--no-nvidia-hook] | --uninstall" >&2
        exit 2 ;;
   esac
@@ -48,12 +52,13 @@ if [ "$uninstall" = 1 ]; then
   if [ -f "$prefix/configured-engines" ]; then  # put the engines' files back as they were
     for engine in $(sort -u "$prefix/configured-engines"); do "$prefix/bin/gpuhook" configure "$engine" --revert; done
   fi
-  for b in gpuhook gpuhook-runtime gpuhook-createhook "$hook"; do
+  for b in gpuhook gpuhook-runtime gpuhook-createhook gpuhook-hook "$hook"; do
     [ "$(readlink "$bindir/$b" 2>/dev/null)" = "$prefix/bin/$b" ] && rm -f "$bindir/$b"
   done
-  if [ -f "$prefix/installed-units" ]; then  # the CDI refresh units --cdi enabled
-    command -v systemctl >/dev/null 2>&1 && systemctl disable --now $units >/dev/null 2>&1 || true
-    for u in $units; do rm -f "$unitdir/$u"; done
+  if [ -f "$prefix/installed-units" ]; then  # the units --cdi and --warm enabled
+    installed=$(tr " " "\n" < "$prefix/installed-units" | sort -u)
+    command -v systemctl >/dev/null 2>&1 && systemctl disable --now $installed >/dev/null 2>&1 || true
+    for u in $installed; do rm -f "$unitdir/$u"; done
   fi
   rm -rf "$prefix"
   echo "gpuhook removed ($config kept)"
@@ -94,7 +99,7 @@ else
   "$prefix/bin/python3" -m gpuhook.cli.launcher "$prefix/bin" "$purelib" "$platlib" >/dev/null
 fi
 mkdir -p "$bindir"
-for b in gpuhook gpuhook-runtime gpuhook-createhook; do
+for b in gpuhook gpuhook-runtime gpuhook-createhook gpuhook-hook; do
   if [ -e "$prefix/bin/$b" ]; then ln -sfn "$prefix/bin/$b" "$bindir/$b"; fi
 done
 # Docker's --gpus runs an executable named nvidia-container-runtime-hook found on dockerd's PATH: gpuhook's, unless
@@ -130,9 +135,18 @@ if [ "$cdi" = 1 ]; then
     for u in $units; do
       sed "s|/usr/local/bin/gpuhook|$bindir/gpuhook|g" "$src/packaging/systemd/$u" > "$unitdir/$u"
     done
-    echo "$units" > "$prefix/installed-units"
+    echo "$units" >> "$prefix/installed-units"
     if [ -d /run/systemd/system ]; then systemctl daemon-reload && systemctl enable --now gpuhook-cdi-refresh.path; fi
   fi
+fi
+if [ "$warm" = 1 ] && { [ -d /run/systemd/system ] || [ -n "${GPUHOOK_UNITDIR:-}" ]; }; then
+  mkdir -p "$unitdir"
+  sed "s|/usr/local/bin/gpuhook|$bindir/gpuhook|g" "$src/packaging/systemd/gpuhook-warm.service" \
+    > "$unitdir/gpuhook-warm.service"
+  echo gpuhook-warm.service >> "$prefix/installed-units"
+  if [ -d /run/systemd/system ]; then systemctl daemon-reload && systemctl enable --now gpuhook-warm.service; fi
+elif [ -d /run/systemd/system ]; then
+  systemctl try-restart gpuhook-warm.service 2>/dev/null || true  # an upgrade: the helper on the new code
 fi
 if [ "$demo" = 1 ]; then
   exec "$bindir/gpuhook" demo

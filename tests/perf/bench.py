@@ -43,6 +43,7 @@ PR_SET_CHILD_SUBREAPER = 36
 BASELINE = "runc (baseline)"
 PASS_THROUGH = "gpuhook pass-through (no request)"
 LOG_FILE = "gpuhook nvidia 1 of 8 GPUs, log_file set (debug)"
+WARM = "warm: "  # the prefix of the rows through the warm helper
 VENDORS = ("nvidia", "amd")
 _IDS = itertools.count()
 
@@ -90,6 +91,8 @@ def _arguments() -> argparse.Namespace:
                    help="measure only the variants whose name contains TEXT (repeatable; the baseline always runs)")
     p.add_argument("--python", default=sys.executable,
                    help="interpreter for gpuhook's launchers (install.sh uses the distribution's /usr/bin/python3)")
+    p.add_argument("--warm", choices=("both", "only", "off"), default="both",
+                   help="GPU rows through the warm helper (gpuhook warm, rows named 'warm: ...'), directly, or both")
     p.add_argument("--keep", action="store_true", help="leave the work dir (bundles, configs, state, log) in place")
     args = p.parse_args()
     if args.rounds < 2:
@@ -107,9 +110,11 @@ def _become_subreaper() -> None:
 
 def _bench(args: argparse.Namespace, work: Path) -> None:
     modes = ("cycle", "run") if args.mode == "both" else (args.mode,)
-    variants, notes = _variants(work, [int(n) for n in args.scale.split(",")], args.python)
+    variants, notes = _variants(work, [int(n) for n in args.scale.split(",")], args.python, args.warm)
     if args.only:
         variants = [v for v in variants if v.name == BASELINE or any(t in v.name for t in args.only)]
+    if any(v.name.startswith(WARM) for v in variants):
+        _start_warm(work)
     order = {v.name: i for i, v in enumerate(variants)}
     variants = _warm_up(variants, modes, work, notes)
     for _ in range(args.rounds):
@@ -189,7 +194,7 @@ def _wait_init(v: Variant, pid: int) -> None:
         raise StepFailed(f"{v.name}: wait failed: the container's `true` ended with {code}")
 
 
-def _variants(work: Path, scale: list[int], python: str) -> tuple[list[Variant], list[str]]:
+def _variants(work: Path, scale: list[int], python: str, warm: str) -> tuple[list[Variant], list[str]]:
     """Every variant's bundle, config and environment under `work`, and notes on rows left out. Writes files."""
     rootfs = work / "rootfs"
     make_rootfs(str(rootfs))
@@ -204,12 +209,15 @@ def _variants(work: Path, scale: list[int], python: str) -> tuple[list[Variant],
     out: list[Variant] = []
 
     def add(name: str, runtime: list[str], env: dict[str, str], annotations: dict[str, str] | None = None,
-            process_env: dict[str, str] | None = None, hook: Path | None = None, optional: bool = False) -> None:
+            process_env: dict[str, str] | None = None, hook: tuple[str, dict[str, str]] | None = None,
+            optional: bool = False) -> None:
         bundle = work / f"b{len(out)}"
         spec = oci_config(["true"], env=process_env, annotations=annotations)
         if hook is not None:  # as users install hook mode (both stages); poststop drops the record, restores tuning
-            spec["hooks"] = {stage: [{"path": gpuhook, "args": ["gpuhook", "hook", stage],
-                                      "env": [f"GPUHOOK_CONFIG={hook}"]}] for stage in ("prestart", "poststop")}
+            path, hook_env = hook
+            spec["hooks"] = {stage: [{"path": path, "args": ["gpuhook", "hook", stage],
+                                      "env": [f"{k}={v}" for k, v in hook_env.items()]}]
+                             for stage in ("prestart", "poststop")}
         make_bundle(str(bundle), spec, str(rootfs))
         out.append(Variant(name, runtime, bundle, {"PATH": os.environ["PATH"], **env},
                            (bundle / "config.json").read_bytes(), optional))
@@ -217,30 +225,54 @@ def _variants(work: Path, scale: list[int], python: str) -> tuple[list[Variant],
     def gpus(vendor: str, which: str, **more: str) -> dict[str, str]:
         return {"gpuhook.dev/gpus": which, "gpuhook.dev/vendor": vendor, **more}
 
-    def on(config: Path) -> dict[str, str]:
-        return {"GPUHOOK_CONFIG": str(config)}
+    def rows(prefix: str, socket: str, hook_bin: str) -> None:
+        """The GPU rows, through the warm helper at `socket` or (socket "") directly."""
+        def on(config: Path) -> dict[str, str]:
+            return {"GPUHOOK_CONFIG": str(config), "GPUHOOK_WARM_SOCKET": socket}
+
+        for vendor in VENDORS:
+            add(f"{prefix}gpuhook {vendor} 1 of 8 GPUs", [shim], on(configs[8]), gpus(vendor, "0"))
+            add(f"{prefix}gpuhook {vendor} all 8 GPUs", [shim], on(configs[8]), gpus(vendor, "all"))
+            add(f"{prefix}hook mode {vendor} 1 of 8 GPUs", ["runc"], {}, gpus(vendor, "0"),
+                hook=(hook_bin, on(configs[8])))
+            add(f"{prefix}gpuhook {vendor} 1 of 8 GPUs + clocks=1500", [shim], on(configs[8]),
+                gpus(vendor, "0", **{"gpuhook.dev/clocks": "1500"}))
+        add(f"{prefix}{LOG_FILE}", [shim], on(debug), gpus("nvidia", "0"))
+        for vendor in VENDORS:
+            for n in scale:
+                add(f"{prefix}scaling: {vendor} all of {n}", [shim], on(configs[n]), gpus(vendor, "all"))
 
     add(BASELINE, ["runc"], {})
-    add(PASS_THROUGH, [shim], on(configs[8]))
+    add(PASS_THROUGH, [shim], {"GPUHOOK_CONFIG": str(configs[8]), "GPUHOOK_WARM_SOCKET": ""})
     pip_shim = Path(sys.executable).parent / "gpuhook-runtime"
     if pip_shim.exists():
-        add("gpuhook pass-through, pip's wrapper", [str(pip_shim)], on(configs[8]))
-    for vendor in VENDORS:
-        add(f"gpuhook {vendor} 1 of 8 GPUs", [shim], on(configs[8]), gpus(vendor, "0"))
-        add(f"gpuhook {vendor} all 8 GPUs", [shim], on(configs[8]), gpus(vendor, "all"))
-        add(f"hook mode {vendor} 1 of 8 GPUs", ["runc"], {}, gpus(vendor, "0"), hook=configs[8])
-        add(f"gpuhook {vendor} 1 of 8 GPUs + clocks=1500", [shim], on(configs[8]),
-            gpus(vendor, "0", **{"gpuhook.dev/clocks": "1500"}))
-    add(LOG_FILE, [shim], on(debug), gpus("nvidia", "0"))
+        add("gpuhook pass-through, pip's wrapper", [str(pip_shim)], {"GPUHOOK_CONFIG": str(configs[8])})
+    if warm != "only":
+        rows("", "", gpuhook)
+    if warm != "off":
+        rows(WARM, str(work / "warm.sock"), launchers.get("gpuhook-hook", gpuhook))
     binary = REPO / "dist/gpuhook/gpuhook-runtime"  # bash packaging/build-binary.sh
     if binary.exists():
         for vendor in VENDORS:
-            add(f"PyInstaller binary {vendor} 1 of 8 GPUs", [str(binary)], on(configs[8]), gpus(vendor, "0"))
+            add(f"PyInstaller binary {vendor} 1 of 8 GPUs", [str(binary)], {"GPUHOOK_CONFIG": str(configs[8])},
+                gpus(vendor, "0"))
     notes = _vendor_runtimes(add, work, gpuhook, configs[8])
-    for vendor in VENDORS:
-        for n in scale:
-            add(f"scaling: {vendor} all of {n}", [shim], on(configs[n]), gpus(vendor, "all"))
     return out, notes
+
+
+def _start_warm(work: Path) -> None:
+    """The warm helper on work/warm.sock, from the benchmark's launchers, until the benchmark ends (_cleanup
+    stops it). Starts a daemon."""
+    sock = work / "warm.sock"
+    daemon = subprocess.Popen([str(work / "bin" / "gpuhook"), "warm", "--socket", str(sock)],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    (work / "warm.pid").write_text(str(daemon.pid))
+    for _ in range(100):
+        if sock.exists():
+            time.sleep(0.5)  # its first spares populate their memory
+            return
+        time.sleep(0.05)
+    sys.exit("the warm helper did not come up")
 
 
 def _config(work: Path, name: str, host: str, extra: str = "") -> Path:
@@ -310,14 +342,17 @@ def _report(variants: list[Variant], modes: tuple[str, ...], args: argparse.Name
         print(f"\n{titles[mode]}:\n")
         _table(variants, mode)
         if mode == modes[0]:
-            _targets({v.name: statistics.median(v.times[mode]) for v in variants}, mode)
+            medians = {v.name: statistics.median(v.times[mode]) for v in variants}
+            for prefix in (p for p in ("", WARM) if any(n.startswith(f"{p}gpuhook nvidia") for n in medians)):
+                _targets(medians, mode, prefix)
     if not (REPO / "dist/gpuhook/gpuhook-runtime").exists():
         print("\nPyInstaller binary: not built (bash packaging/build-binary.sh)")
     medians = {v.name: statistics.median(v.times[modes[0]]) for v in variants}
-    if LOG_FILE in medians and "gpuhook nvidia 1 of 8 GPUs" in medians:
-        added = medians[LOG_FILE] - medians["gpuhook nvidia 1 of 8 GPUs"]
-        print(f"\nlog_file adds {added * 1000:.1f} ms per GPU container (median difference)")
-    _report_scaling(medians)
+    for prefix in ("", WARM):
+        if f"{prefix}{LOG_FILE}" in medians and f"{prefix}gpuhook nvidia 1 of 8 GPUs" in medians:
+            added = medians[f"{prefix}{LOG_FILE}"] - medians[f"{prefix}gpuhook nvidia 1 of 8 GPUs"]
+            print(f"\n{prefix}log_file adds {added * 1000:.1f} ms per GPU container (median difference)")
+        _report_scaling(medians, prefix)
 
 
 def _table(variants: list[Variant], mode: str) -> None:
@@ -330,22 +365,26 @@ def _table(variants: list[Variant], mode: str) -> None:
         print(f"| {v.name} | {med * 1000:.1f} | {p90 * 1000:.1f} | {med / base:.2f} |")
 
 
-def _targets(medians: dict[str, float], mode: str) -> None:
-    """The aims, each against this run's medians: one `target  measured  ok|MISS` line each (never fails)."""
-    ratio = {name: med / medians[BASELINE] for name, med in medians.items()}
+def _targets(medians: dict[str, float], mode: str, prefix: str) -> None:
+    """The aims, each against this run's medians of the rows named with `prefix` (the warm helper's, or the
+    direct path's): one `target  measured  ok|MISS` line each (never fails)."""
+    ratio = {name.removeprefix(prefix): med / medians[BASELINE] for name, med in medians.items()
+             if name.startswith(prefix) or name == PASS_THROUGH}
+    own = {name.removeprefix(prefix): med for name, med in medians.items() if name.startswith(prefix)}
     checks = [("pass-through ratio <= 1.03", ratio.get(PASS_THROUGH), 1.03)]
     for vendor in VENDORS:
         checks += [(f"{vendor} 1 of 8 ratio <= 1.5", ratio.get(f"gpuhook {vendor} 1 of 8 GPUs"), 1.5),
                    (f"{vendor} all 8 ratio <= 1.5", ratio.get(f"gpuhook {vendor} all 8 GPUs"), 1.5),
                    (f"hook mode {vendor} ratio <= 1.5", ratio.get(f"hook mode {vendor} 1 of 8 GPUs"), 1.5),
                    (f"{vendor} + clocks ratio <= 2.5", ratio.get(f"gpuhook {vendor} 1 of 8 GPUs + clocks=1500"), 2.5)]
-        points = _scaling(medians, vendor)
+        points = _scaling(own, vendor)
         if len(points) > 1:
             (low, t_low), (high, t_high) = points[0], points[-1]
             checks.append((f"{vendor} ratio({high})/ratio({low}) <= 1.15", t_high / t_low, 1.15))
-    if LOG_FILE in medians and "gpuhook nvidia 1 of 8 GPUs" in medians:
-        checks.append(("log_file ms <= 3", (medians[LOG_FILE] - medians["gpuhook nvidia 1 of 8 GPUs"]) * 1000, 3.0))
-    print(f"\ntargets ({mode} medians; for reading, never enforced):")
+    if LOG_FILE in own and "gpuhook nvidia 1 of 8 GPUs" in own:
+        checks.append(("log_file ms <= 3", (own[LOG_FILE] - own["gpuhook nvidia 1 of 8 GPUs"]) * 1000, 3.0))
+    which = "through the warm helper" if prefix else "direct path"
+    print(f"\ntargets, {which} ({mode} medians; for reading, never enforced):")
     measured = [(label, value, limit) for label, value, limit in checks if value is not None]
     for label, value, limit in measured:
         print(f"  {label:<36} {value:6.2f}  {'ok' if value <= limit else 'MISS'}")
@@ -359,21 +398,27 @@ def _scaling(medians: dict[str, float], vendor: str) -> list[tuple[int, float]]:
     return sorted((int(name.removeprefix(head)), med) for name, med in medians.items() if name.startswith(head))
 
 
-def _report_scaling(medians: dict[str, float]) -> None:
+def _report_scaling(medians: dict[str, float], prefix: str) -> None:
     """Per vendor: the ratio of the largest scaling point's ratio to the smallest's, and the cost of each added
-    GPU between the points (linear growth keeps it flat)."""
+    GPU between the points (linear growth keeps it flat), for the rows named with `prefix`."""
+    own = {name.removeprefix(prefix): med for name, med in medians.items() if name.startswith(prefix)}
     for vendor in VENDORS:
-        points = _scaling(medians, vendor)
+        points = _scaling(own, vendor)
         if len(points) < 2:
             continue
         (low, t_low), (high, t_high) = points[0], points[-1]
-        print(f"\nscaling, {vendor}: ratio({high})/ratio({low}) = {t_high / t_low:.2f}")
+        print(f"\n{prefix}scaling, {vendor}: ratio({high})/ratio({low}) = {t_high / t_low:.2f}")
         steps = [f"{a}->{b}: {(tb - ta) / (b - a) * 1000:.2f}" for (a, ta), (b, tb) in itertools.pairwise(points)]
-        print(f"scaling, {vendor}: ms per added GPU " + ", ".join(steps))
+        print(f"{prefix}scaling, {vendor}: ms per added GPU " + ", ".join(steps))
 
 
 def _cleanup(work: Path, keep: bool) -> None:
-    """Best effort: force-delete this run's containers runc still lists, then remove `work` unless `keep`."""
+    """Best effort: stop the warm helper, force-delete this run's containers runc still lists, then remove `work`
+    unless `keep`."""
+    pid_file = work / "warm.pid"
+    if pid_file.exists():
+        os.kill(int(pid_file.read_text()), 15)
+        os.waitpid(int(pid_file.read_text()), 0)
     listed = subprocess.run(["runc", "list", "-q"], capture_output=True, text=True, check=False).stdout.split()
     for cid in listed:
         if cid.startswith(f"{PREFIX}{os.getpid()}-"):

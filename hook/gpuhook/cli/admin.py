@@ -1,5 +1,5 @@
-"""gpuhook: the admin command line (simulate, list, demo, cdi, configure, labels, device-plugin, gc, status, doctor,
-version)
+"""gpuhook: the admin command line (simulate, list, demo, cdi, configure, labels, device-plugin, exporter, warm, gc,
+status, doctor, version)
 and the `hook` entry runc calls. Every command reports a failure as one line on stderr and exit status 1."""
 
 from __future__ import annotations
@@ -146,6 +146,11 @@ def _parser() -> argparse.ArgumentParser:
                     "collector every [exporter] interval instead of serving HTTP (default: [exporter] textfile_dir)")
     ex.add_argument("--once", action="store_true", help="one scrape: write the textfile once, or print the metrics")
     ex.set_defaults(func=_exporter)
+    warm = sub.add_parser("warm", help="the optional warm helper: GPU containers and hooks start without a Python "
+                          "start of their own (a root daemon; without it they take the direct path)")
+    warm.add_argument("--socket", default="", help="the socket (default: $GPUHOOK_WARM_SOCKET, else "
+                      "/run/gpuhook/warm.sock, where gpuhook-runtime and gpuhook-hook look)")
+    warm.set_defaults(func=lambda a: _warm(a.socket))
     g = sub.add_parser("gc", help="release tuning held by containers that are gone, and restore the originals")
     g.set_defaults(func=lambda a: _tuning().gc(a))
     st = sub.add_parser("status", help="show the tuning ledger: GPU, setting, original, current, holders")
@@ -176,6 +181,12 @@ def _serve_plugin(kubelet_dir: str) -> int:
 
     config = load()
     return run(config, kubelet_dir or config.kubernetes.kubelet_dir)
+
+
+def _warm(socket_path: str) -> int:
+    from gpuhook.cli.warm import serve
+
+    return serve(socket_path)
 
 
 def _exporter(args: argparse.Namespace) -> int:

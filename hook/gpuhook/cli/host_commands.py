@@ -70,8 +70,10 @@ def configure(args: argparse.Namespace) -> int:
         outcome = revert(args.engine, path, args.dry_run)
     else:
         cdi = args.cdi or (args.engine == "containerd" and _containerd_has_cdi())
-        wanted = Wanted(os.path.abspath(args.runtime_path or os.path.join(here, "gpuhook-runtime")),
-                        os.path.join(here, "gpuhook"), config_path()[0], args.set_default, cdi)
+        front = os.path.join(here, "gpuhook-hook")  # the hook's native front end (the warm helper, else gpuhook)
+        hook = front if os.access(front, os.X_OK) else os.path.join(here, "gpuhook")
+        wanted = Wanted(os.path.abspath(args.runtime_path or os.path.join(here, "gpuhook-runtime")), hook,
+                        config_path()[0], args.set_default, cdi)
         outcome = configure(args.engine, path, wanted, args.dry_run)
     if outcome.diff:
         print(outcome.diff, end="")

@@ -66,7 +66,9 @@ def prepare(spec: Spec, bundle: str, config: Config, log: Any, gpuhook_bin: str 
     ledger = _ledger_view(config.state_dir)
     facts = gather(needs, root, inventory.vendors, rootfs(spec, bundle), config, ledger,
                    users if request.tuning.exclusive else ())
-    prepared = decide(request, inventory, facts, spec, config, gpuhook_bin)
+    warm = os.environ.get("GPUHOOK_WARM_SOCKET")  # the hooks ask the warm helper the shim was told to ask
+    prepared = decide(request, inventory, facts, spec, config, gpuhook_bin,
+                      () if warm is None else (f"GPUHOOK_WARM_SOCKET={warm}",))
     if prepared.procfs:
         from gpuhook.apply import procfs_copy
 
@@ -102,7 +104,7 @@ def _ledger_view(state_dir: str) -> dict[str, Any] | None:
 
 
 def register_device_container(spec: Spec, container_id: str, table: dict[str, Any], config_path: str,
-                              validated: bool = False, runtime_root: str = "/run/runc") -> None:
+                              validated: bool = False, runtime_root: str = "/run/runc", creator: int = 0) -> None:
     """A container with GPU device nodes but no request (`--device`, a device plugin's nodes): it is recorded
     with its GPUs, so that an exclusive request sees it, and refused while one of them is leased. The spec is
     not changed. Reads the host; writes the record."""
@@ -117,7 +119,7 @@ def register_device_container(spec: Spec, container_id: str, table: dict[str, An
     gpus = tuple(g.key() for _, found in selected for g in found)
     if not gpus:
         return
-    me = os.getpid()
+    me = creator or os.getpid()  # the process the runtime runs in: it creates the container
     drivers = tuple((inv.vendor, inv.driver_version or "") for inv, _ in selected)
     record = containers.ContainerRecord(container_id, drivers, runtime_root, gpus=gpus, creator=me,
                                         creator_start=start_time(me))
@@ -148,12 +150,14 @@ def _users(state_dir: str, me: str) -> tuple[tuple[str, str], ...]:
 
 
 def edited_spec(spec: Spec, bundle: str, container_id: str, table: dict[str, Any], config_path: str,
-                validated: bool = False, runtime_root: str = "/run/runc") -> tuple[Spec | None, tuple[str, ...]]:
+                validated: bool = False, runtime_root: str = "/run/runc",
+                creator: int = 0) -> tuple[Spec | None, tuple[str, ...]]:
     """The spec with the container's GPUs added (None when it asks for nothing) and warnings for the user.
-    Records the container under state_dir (for doctor's stale-driver report)."""
+    Records the container under state_dir as created by `creator` (default: this process, which execs the
+    runtime)."""
     config = from_table(table, config_path, validated)
     try:
-        return _edited(spec, bundle, container_id, config, runtime_root)
+        return _edited(spec, bundle, container_id, config, runtime_root, creator or os.getpid())
     finally:
         release_count_lock()
 
@@ -166,8 +170,8 @@ def release_count_lock() -> None:
         granting.release_count_lock()
 
 
-def _edited(spec: Spec, bundle: str, container_id: str, config: Config,
-            runtime_root: str) -> tuple[Spec | None, tuple[str, ...]]:
+def _edited(spec: Spec, bundle: str, container_id: str, config: Config, runtime_root: str,
+            me: int) -> tuple[Spec | None, tuple[str, ...]]:
     from gpuhook.apply.spec import apply_with, drop_hooks, rootfs
     from gpuhook.edits import SpecContext
     from gpuhook.errors import ConfigError
@@ -175,7 +179,9 @@ def _edited(spec: Spec, bundle: str, container_id: str, config: Config,
 
     here = os.path.dirname(os.path.abspath(sys.argv[0]))
     gpuhook_bin = os.path.join(here, "gpuhook")
-    prepared = prepare(spec, bundle, config, logs.logger(config, container_id, "shim"), gpuhook_bin, container_id)
+    front = os.path.join(here, "gpuhook-hook")  # the hook's native front end (the warm helper, else gpuhook)
+    hook_bin = front if os.access(front, os.X_OK) else gpuhook_bin
+    prepared = prepare(spec, bundle, config, logs.logger(config, container_id, "shim"), hook_bin, container_id)
     if prepared is None:
         return None, ()
     if (prepared.settings or prepared.exclusive) and not os.access(gpuhook_bin, os.X_OK):
@@ -191,7 +197,7 @@ def _edited(spec: Spec, bundle: str, container_id: str, config: Config,
     drop_hooks(new, "prestart", is_gpus_hook)  # Docker's --gpus hook: its work is done (a hook would not know)
     from gpuhook.host.processes import start_time
 
-    me = os.getpid()  # the runtime is exec'd in this very process: it creates the container as `me`
+    # `me` execs the runtime: it creates the container
     copies = tuple(o.source for o in prepared.edits.proc_overlays)
     pod, namespace, name = pod_identity(spec.get("annotations") or {})
     record = containers.ContainerRecord(container_id, prepared.drivers, runtime_root, gpus=prepared.gpus, creator=me,

@@ -69,6 +69,17 @@ class RuncArgs:
 def main() -> NoReturn:
     """Entry point of gpuhook-runtime: maybe edit config.json, then exec the runtime."""
     args = RuncArgs(sys.argv[1:])
+    runtime = prepare(args)
+    try:
+        os.execv(runtime, [runtime, *sys.argv[1:]])
+    except OSError as e:
+        _fail(args, f"cannot execute the runtime {runtime}: {e.strerror}")
+
+
+def prepare(args: RuncArgs, creator: int | None = None) -> str:
+    """The shim's work before the runtime runs: config.json edited on create/run when GPUs are asked for; the
+    runtime's path. `creator` is the process that execs the runtime (this one, or the warm helper's caller).
+    A refusal exits (SystemExit 1) after saying why."""
     table: dict[str, object] | None = None  # once the config is read: where a refusal is counted
     try:
         path, explicit = config_path()
@@ -78,7 +89,7 @@ def main() -> NoReturn:
 
         remember_runtime(path, runtime, node_prefixes())  # for the native front end's pass-through
         if args.command in ("create", "run"):
-            _maybe_inject(args, table, path, validated)
+            _maybe_inject(args, table, path, validated, os.getpid() if creator is None else creator)
     except GpuhookError as e:
         _count_refusal(table, e)
         _fail(args, str(e))
@@ -89,13 +100,10 @@ def main() -> NoReturn:
     except Exception as e:  # fail closed: never start a GPU container half-understood
         _count_refusal(table, e)
         _fail(args, f"internal error ({type(e).__name__}: {e}); config.json was not changed, please report this")
-    try:
-        os.execv(runtime, [runtime, *sys.argv[1:]])
-    except OSError as e:
-        _fail(args, f"cannot execute the runtime {runtime}: {e.strerror}")
+    return runtime
 
 
-def _maybe_inject(args: RuncArgs, table: dict[str, object], path: str, validated: bool) -> None:
+def _maybe_inject(args: RuncArgs, table: dict[str, object], path: str, validated: bool, creator: int) -> None:
     spec_path = os.path.join(args.bundle, "config.json")
     try:
         with open(spec_path, "rb") as f:
@@ -115,9 +123,10 @@ def _maybe_inject(args: RuncArgs, table: dict[str, object], path: str, validated
     if is_sandbox(loaded.get("annotations") or {}):  # a pod's pause container: never GPUs, tuning or records
         return
     if not asks:  # GPU nodes without a request: --device, another device plugin
-        inject.register_device_container(loaded, args.container_id, table, path, validated, args.root)
+        inject.register_device_container(loaded, args.container_id, table, path, validated, args.root, creator)
         return
-    new, warnings = inject.edited_spec(loaded, args.bundle, args.container_id, table, path, validated, args.root)
+    new, warnings = inject.edited_spec(loaded, args.bundle, args.container_id, table, path, validated, args.root,
+                                       creator)
     for w in warnings:
         _say(f"gpuhook-runtime: warning: {w}")
     if new is not None:

@@ -28,7 +28,7 @@ class Wanted:
     """What to register."""
 
     shim: str  # absolute path of gpuhook-runtime
-    gpuhook: str  # absolute path of gpuhook (the hook)
+    gpuhook: str  # absolute path of the hook: gpuhook-hook (its native front end) where built, else gpuhook
     config: str  # gpuhook's config path, for the hook's environment
     set_default: bool = False
     cdi: bool = False

@@ -85,8 +85,9 @@ def survey(request: Request, inventory: Inventory, spec: Spec, config: Config) -
 
 
 def decide(request: Request, inventory: Inventory, facts: HostFacts, spec: Spec, config: Config,
-           gpuhook_bin: str) -> Prepared:
-    """The edits and tuning that give the container what it asked for, or the error that says why not."""
+           gpuhook_bin: str, hook_env: tuple[str, ...] = ()) -> Prepared:
+    """The edits and tuning that give the container what it asked for, or the error that says why not.
+    `hook_env`: more environment for the tuning hooks (the warm helper's socket, when the shim was told one)."""
     tuning = request.tuning
     selected = _selected(request, inventory, spec, config)
     by_vendor = {inv.vendor: (inv, gpus) for inv, gpus in selected}
@@ -116,7 +117,7 @@ def decide(request: Request, inventory: Inventory, facts: HostFacts, spec: Spec,
     hardening = merge([get(v).hardening(config.policy) for v in by_vendor])
     edits = merge([verdict_edits, injected, rocm_edits, hardening,
                    Edits(readonly_mounts=("/sys",) if config.policy.readonly_sys else ()), Edits(env=tuning.env),
-                   _tuning_hooks(config, gpuhook_bin) if tuning.touches_host() else Edits()])
+                   _tuning_hooks(config, gpuhook_bin, hook_env) if tuning.touches_host() else Edits()])
     if edits.ldcache_dirs and not facts.ldconfig_ok:
         raise ConfigError(f"the host's ldconfig {config.ldconfig} is missing or not executable: install "
                           "libc-bin or set `ldconfig` in " + config.path)
@@ -179,8 +180,8 @@ def _host_rocm(request: Request, config: Config, by_vendor: dict[str, Any], fact
     return host_rocm.plan(tree, host_base, env), tree.version
 
 
-def _tuning_hooks(config: Config, gpuhook_bin: str) -> Edits:
+def _tuning_hooks(config: Config, gpuhook_bin: str, hook_env: tuple[str, ...]) -> Edits:
     """The prestart hook that applies tuning and the poststop hook that restores it (shim mode)."""
-    env = (f"GPUHOOK_CONFIG={config.path}", "PATH=/usr/sbin:/usr/bin:/sbin:/bin")
+    env = (f"GPUHOOK_CONFIG={config.path}", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", *hook_env)
     return Edits(hooks=(Hook("prestart", gpuhook_bin, ("gpuhook", "hook", "prestart"), env, config.hook_timeout),
                         Hook("poststop", gpuhook_bin, ("gpuhook", "hook", "poststop"), env, config.hook_timeout)))

@@ -4,7 +4,7 @@
  * (gpuhook.dev/, or _VISIBLE_DEVICES: every vendor's env key ends so) and no GPU device node (the prefixes
  * the fast file lists, e.g. /dev/nvidia: --device, a device plugin) it execs the runtime with every argument
  * unchanged. Every other case, and any doubt, goes to the Python shim (gpuhook-runtime-py beside this
- * binary), which does the real work. The runtime's path comes from a "fast" file the Python shim writes
+ * binary), which does the real work, or to the warm helper that has it loaded (warm.h) when one runs. The runtime's path comes from a "fast" file the Python shim writes
  * beside its config cache: the resolved runtime, keyed by the config file's identity and times. It is
  * believed only when root owns it (and its directory) and nobody else can write it, never through a
  * symlink; the TOML is never parsed here.
@@ -19,6 +19,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "warm.h"
+
 #ifndef CACHE_DIR
 #define CACHE_DIR "/run/gpuhook/config-cache"
 #endif
@@ -26,7 +28,9 @@
 #define MAX_SPEC (16 << 20)
 
 static char **args;
+static int nargs;
 
+/* The Python shim's work: by the warm helper when one runs (warm.h), else by starting gpuhook-runtime-py. */
 static void to_python(void) {
     char self[PATH_MAX], py[PATH_MAX + 16];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -35,6 +39,16 @@ static void to_python(void) {
     char *slash = strrchr(self, '/');
     *slash = 0;
     snprintf(py, sizeof py, "%s/gpuhook-runtime-py", self);
+    int code;
+    char runtime[PATH_MAX];
+    switch (warm_call("runtime", py, nargs, args, 0, &code, runtime, sizeof runtime)) {
+    case 0: exit(code);
+    case 1: /* edited by the warm helper: the runtime runs in this process, as it would after Python */
+        args[0] = runtime;
+        execv(runtime, args);
+        fprintf(stderr, "gpuhook-runtime: cannot execute the runtime %s: %s\n", runtime, strerror(errno));
+        exit(1);
+    }
     args[0] = py;
     execv(py, args);
     fprintf(stderr, "gpuhook-runtime: cannot run %s: %s\n", py, strerror(errno));
@@ -47,6 +61,7 @@ static int has(const char *buf, size_t len, const char *needle) { return memmem(
 
 int main(int argc, char **argv) {
     args = argv;
+    nargs = argc;
     /* the runc command line: global flags, the command, its flags (bundle), the container id */
     const char *command = NULL, *bundle = ".";
     static const char *global_values[] = {"--root", "--log", "--log-format", "--criu", "--rootless", NULL};

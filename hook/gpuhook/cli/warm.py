@@ -1,0 +1,314 @@
+"""`gpuhook warm`: the optional warm helper. A root daemon that has started Python and imported the GPU path
+once, and keeps SPARES forked workers waiting, each for one call from gpuhook-runtime's native front end or the
+native hook (cli/native/warm.h), so that a GPU container pays neither an interpreter's start nor its imports nor
+a fork, and the runtime is exec'd from the small native process rather than from a grown Python one. A waiting
+worker first copies the memory calls write (cli/warm_memory.py), so the call pays no copy-on-write faults.
+
+The worker is the direct path, in a fork: it takes the caller's stdin, stdout, stderr and working directory
+(descriptors), argv, environment, umask and mount namespace, runs the same code (cli/shim.py's `prepare`,
+cli/hook.py), and answers "exit N" or "exec RUNTIME". Nothing is cached across calls: each worker reads the
+config, the host and the image anew. Only root callers are served (SO_PEERCRED), on a socket only root can
+reach. Any doubt answers "direct" and the caller starts Python itself: a caller in another root directory, a
+message that is not one, an installation changed under the daemon (which then exits, for its service manager
+to start it anew). Stopping or killing the daemon only ever costs the callers their direct path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+SOCKET = "/run/gpuhook/warm.sock"  # native/warm.h's WARM_SOCKET; GPUHOOK_WARM_SOCKET overrides both sides
+VERSION = b"gpuhook-warm/1"
+MAX_MESSAGE = 64 << 10  # warm.h's WARM_MAX
+_FDS = 4  # stdin, stdout, stderr, the working directory
+# the files whose change means the installation changed under the daemon (then it answers "direct" and exits)
+SPARES = 2  # workers waiting for a call: two containers may start at once without waiting for a fork
+LEARN_FROM = 16  # calls whose written pages the daemon learns (warm_memory.py)
+_WATCHED = ("__init__.py", "cli/shim.py", "cli/hook.py", "cli/inject.py", "cli/warm.py")
+
+
+def serve(path: str = "", spares: int = SPARES) -> int:
+    """Listen on `path` (GPUHOOK_WARM_SOCKET, else SOCKET) until SIGTERM or SIGINT, or until the installation
+    changes; 0 then. Binds a socket; forks workers."""
+    path = path or os.environ.get("GPUHOOK_WARM_SOCKET") or SOCKET
+    _preload()
+    listener = _listen(path)
+
+    def stop(_signo: int, _frame: object) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    installed = _installation()
+    import gc
+
+    gc.freeze()  # what was imported stays shared with the workers (no copy-on-write from the collector)
+    taken_r, taken_w = os.pipe2(os.O_CLOEXEC)
+    waiting: set[int] = set()  # workers not yet holding a call
+    learning: dict[int, int] = {}  # worker -> the memory file it reports its written pages in
+    hot: set[int] = set()  # the pages calls write (warm_memory.py)
+    served = 0
+    try:
+        while _installation() == installed:
+            while len(waiting) < spares:
+                memo = os.memfd_create("gpuhook-warm-pages") if served < LEARN_FROM else -1
+                pid = os.fork()
+                if pid == 0:
+                    os.close(taken_r)
+                    os._exit(_spare(listener, taken_w, hot, memo))
+                waiting.add(pid)
+                served += 1
+                if memo >= 0:
+                    learning[pid] = memo
+            _reap(waiting, taken_r, learning, hot)
+    finally:
+        for pid in waiting:  # a spare in accept() holds no call: it may go at once
+            os.kill(pid, signal.SIGTERM)
+        listener.close()
+        if _same_socket(path, listener):
+            os.unlink(path)
+    return 0
+
+
+def _reap(waiting: set[int], taken: int, learning: dict[int, int], hot: set[int]) -> None:
+    """Wait up to a second for a worker to take a call; forget the workers that took one or died, adding the
+    pages the finished ones wrote to `hot`."""
+    import select
+
+    from gpuhook.cli import warm_memory
+
+    if select.select([taken], [], [], 1.0)[0]:
+        data = os.read(taken, 4096)
+        for i in range(0, len(data) - 3, 4):
+            waiting.discard(int.from_bytes(data[i:i + 4], "little"))
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        waiting.discard(pid)
+        memo = learning.pop(pid, -1)
+        if memo >= 0:
+            if len(hot) < warm_memory.MAX_PAGES:
+                hot.update(warm_memory.read(memo))
+            os.close(memo)
+
+
+def _spare(listener: socket.socket, taken: int, hot: set[int], memo: int) -> int:
+    """A worker: copy the pages calls write now, while no call waits, then take one call (and report the pages
+    it wrote in `memo`, when the daemon is still learning them)."""
+    from gpuhook.cli import warm_memory
+
+    warm_memory.populate(hot)
+    ranges = warm_memory.writable() if memo >= 0 else []
+    conn, _ = listener.accept()
+    listener.close()
+    os.write(taken, os.getpid().to_bytes(4, "little"))  # the daemon forks the next spare meanwhile
+    os.close(taken)
+    status = _work(conn)
+    if memo >= 0:  # after the answer: the caller does not wait for this
+        with contextlib.suppress(OSError):  # a hook worker in a container's namespaces may not see this /proc
+            warm_memory.report(memo, warm_memory.owned(ranges))
+    return status
+
+
+# the rooms the GPU path, the hooks and tuning load from (lazily, in the direct path); the workers find them loaded
+_ROOMS = ("request", "host", "vendors", "plan", "apply", "tuning")
+
+
+def _preload() -> None:
+    """Import what the workers run, once: every module of the GPU path's rooms, the shim and the hook, and
+    pynvml where installed (tuning loads it)."""
+    import importlib
+    import pkgutil
+
+    import gpuhook
+
+    names = ["gpuhook.cli.shim", "gpuhook.cli.inject", "gpuhook.cli.hook", "gpuhook.cli.granting", "gpuhook.cli.admin",
+             "gpuhook.syscalls", "gpuhook.logs", "pynvml"]
+    for room in _ROOMS:
+        for info in pkgutil.iter_modules([os.path.join(gpuhook.__path__[0], room)]):
+            names.append(f"gpuhook.{room}.{info.name}")
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            continue
+    _preload_amdsmi()
+
+
+def _preload_amdsmi() -> None:
+    """amdsmi, bound to the library of the host this daemon's config names, where it has one (a call on
+    another host root imports it anew: tuning/amd.py)."""
+    from gpuhook.config import load
+    from gpuhook.errors import GpuhookError
+    from gpuhook.host.root import Root
+
+    try:
+        rocm = Root(load().host_root).resolve("/opt/rocm")
+        if os.path.exists(os.path.join(rocm, "lib/libamd_smi.so")):
+            from gpuhook.tuning.amd import load_amdsmi
+
+            load_amdsmi(rocm)
+    except (GpuhookError, OSError, ImportError, ValueError):
+        return  # the workers import it themselves, as the direct path does
+
+
+def _listen(path: str) -> socket.socket:
+    """The listening socket at `path`, reachable by root only (its directory made 0700 if new; the socket 0600)."""
+    directory = os.path.dirname(path)
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    if os.path.lexists(path):
+        os.unlink(path)  # a stale socket of a daemon that died
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
+    old = os.umask(0o177)
+    try:
+        s.bind(path)
+    finally:
+        os.umask(old)
+    s.listen(64)
+    return s
+
+
+def _same_socket(path: str, listener: socket.socket) -> bool:
+    """Whether `path` is still this daemon's socket (a newer daemon may have replaced it)."""
+    try:
+        return os.stat(path).st_ino == os.fstat(listener.fileno()).st_ino
+    except OSError:
+        return False
+
+
+def _installation() -> tuple[tuple[int, int], ...]:
+    """The identity of the installed code the daemon has loaded (inode and mtime of a few files)."""
+    base = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = []
+    for name in _WATCHED:
+        try:
+            st = os.stat(os.path.join(base, name))
+        except OSError:
+            out.append((0, 0))
+            continue
+        out.append((st.st_ino, st.st_mtime_ns))
+    return tuple(out)
+
+
+def _answer(conn: socket.socket, text: bytes) -> None:
+    with contextlib.suppress(OSError):  # the caller is gone: nobody waits for the answer
+        conn.send(text)
+    conn.close()
+
+
+def _work(conn: socket.socket) -> int:
+    """One call, in the forked worker; the exit status of the worker (the caller has the real one)."""
+    for signo in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signo, signal.SIG_DFL)
+    try:
+        pid, uid, _ = _peer(conn)
+        msg, fds, flags, _ = socket.recv_fds(conn, MAX_MESSAGE, _FDS)
+        conn.send(b"A")
+        call = _parse(msg) if uid == 0 and len(fds) == _FDS and not flags & socket.MSG_TRUNC else None
+        if call is None or not _adopt(pid, fds):
+            _answer(conn, b"direct")
+            return 0
+    except OSError:
+        return 0  # the caller is gone, or sent nothing usable: it takes its direct path
+    kind, mask, exe, argv, env = call
+    os.umask(mask)
+    os.environ.clear()
+    os.environ.update(env)
+    sys.argv = [exe, *argv[1:]]
+    sys.stdin = open(0, closefd=False)  # noqa: SIM115 (the caller's, for the call's life)
+    sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
+    answer = _run(kind, argv, pid)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    _answer(conn, answer)
+    return 0
+
+
+def _peer(conn: socket.socket) -> tuple[int, int, int]:
+    """(pid, uid, gid) of the caller, from the kernel."""
+    import struct
+
+    return struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+
+
+def _parse(msg: bytes) -> tuple[str, int, str, list[str], dict[str, str]] | None:
+    """(kind, umask, exe, argv, env) of a call message; None for anything else."""
+    fields = msg.split(b"\0")
+    if len(fields) < 6 or fields[0] != VERSION or fields[-1] != b"" or fields[1] not in (b"runtime", b"hook"):
+        return None
+    try:
+        mask, argc = int(fields[2], 8), int(fields[3])
+        text = [f.decode("utf-8", "surrogateescape") for f in fields[4:-1]]
+    except ValueError:
+        return None
+    if argc < 1 or argc >= len(text) or mask > 0o777:
+        return None
+    exe, argv, env = text[0], text[1:1 + argc], text[1 + argc:]
+    if not exe.startswith("/") or any("=" not in e for e in env):
+        return None
+    return fields[1].decode(), mask, exe, argv, dict(e.split("=", 1) for e in env)
+
+
+def _adopt(pid: int, fds: list[int]) -> bool:
+    """Take the caller's descriptors as stdin, stdout, stderr and working directory, and its mount namespace;
+    False (nothing taken) when its root directory is not this process's."""
+    mine, theirs = os.stat("/"), os.stat(f"/proc/{pid}/root")
+    if (mine.st_dev, mine.st_ino) != (theirs.st_dev, theirs.st_ino):
+        return False
+    ns = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        if os.fstat(ns).st_ino != os.stat("/proc/self/ns/mnt").st_ino:
+            from gpuhook import syscalls
+
+            syscalls.setns(ns, syscalls.CLONE_NEWNS)  # a worker is one thread: it may change namespaces
+    finally:
+        os.close(ns)
+    for target, fd in enumerate(fds[:3]):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.fchdir(fds[3])
+    os.close(fds[3])
+    return True
+
+
+def _run(kind: str, argv: list[str], caller: int) -> bytes:
+    """The call, as the direct path would run it; its answer to the caller."""
+    if kind == "runtime":
+        from gpuhook.cli import shim
+
+        return _exited(lambda: b"exec " + shim.prepare(shim.RuncArgs(argv[1:]), caller).encode())
+    from gpuhook.cli import admin
+
+    if argv[1:2] != ["hook"]:
+        return b"direct"  # only the hook is a hot path; everything else starts Python as always
+    return _exited(lambda: b"exit %d" % admin.main(argv[1:]))
+
+
+def _exited(call: Callable[[], bytes]) -> bytes:
+    """The call's answer, or "exit N" for the SystemExit it raised (a refusal, already reported)."""
+    try:
+        return call()
+    except SystemExit as e:
+        code = e.code
+        if isinstance(code, str):
+            print(code, file=sys.stderr)
+            code = 1
+        return b"exit %d" % (code or 0)
+    except Exception as e:  # fail closed, as the direct path would
+        print(f"gpuhook: internal error in the warm helper ({type(e).__name__}: {e}); please report this",
+              file=sys.stderr)
+        return b"exit 1"
