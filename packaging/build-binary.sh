@@ -19,6 +19,7 @@ ln -sfn gpuhook nvidia-container-runtime-hook   # Docker's --gpus hook (gpuhook.
 if command -v cc >/dev/null 2>&1; then
   cc -O2 -o gpuhook-runtime ../../hook/gpuhook/cli/native/runtime.c   # the front end; Python behind it
   cc -O2 -o gpuhook-createhook ../../hook/gpuhook/cli/native/createhook.c   # the createContainer hook
+  cc -O2 -o gpuhook-hook ../../hook/gpuhook/cli/native/hook.c   # the hook's front end (the warm helper, else gpuhook)
 else
   ln -sfn gpuhook gpuhook-runtime
 fi

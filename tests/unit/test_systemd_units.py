@@ -39,3 +39,11 @@ def test_systemd_takes_them(tmp_path: Path) -> None:
     done = subprocess.run(["systemd-analyze", "verify", "--man=no", str(tmp_path / "gpuhook-cdi-refresh.path"),
                            str(tmp_path / "gpuhook-cdi-refresh.service")], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_warm_helper_unit_runs_the_daemon_and_comes_back() -> None:
+    service = _unit("gpuhook-warm.service")
+    assert service["Service"]["ExecStart"] == "/usr/local/bin/gpuhook warm"
+    assert service["Service"]["Restart"] == "always"  # it exits when gpuhook is reinstalled under it
+    assert "ProtectSystem" not in service["Service"]  # its workers write bundles and mount into containers
+    assert service["Install"]["WantedBy"] == "multi-user.target"

@@ -31,6 +31,8 @@ MAX_MESSAGE = 64 << 10  # warm.h's WARM_MAX
 _FDS = 4  # stdin, stdout, stderr, the working directory
 # the files whose change means the installation changed under the daemon (then it answers "direct" and exits)
 SPARES = 2  # workers waiting for a call: two containers may start at once without waiting for a fork
+_PR_SET_PDEATHSIG = 1
+_ACK_WAIT = 5.0  # seconds a worker waits for the call after its "A" (a caller that sends nothing frees it)
 LEARN_FROM = 16  # calls whose written pages the daemon learns (warm_memory.py)
 _WATCHED = ("__init__.py", "cli/shim.py", "cli/hook.py", "cli/inject.py", "cli/warm.py")
 
@@ -41,6 +43,8 @@ def serve(path: str = "", spares: int = SPARES) -> int:
     path = path or os.environ.get("GPUHOOK_WARM_SOCKET") or SOCKET
     _preload()
     listener = _listen(path)
+    st = os.stat(path)
+    mine = (st.st_dev, st.st_ino)  # the socket file this daemon made (a newer daemon may replace it)
 
     def stop(_signo: int, _frame: object) -> None:
         raise SystemExit(0)
@@ -62,19 +66,19 @@ def serve(path: str = "", spares: int = SPARES) -> int:
                 memo = os.memfd_create("gpuhook-warm-pages") if served < LEARN_FROM else -1
                 pid = os.fork()
                 if pid == 0:
-                    os.close(taken_r)
-                    os._exit(_spare(listener, taken_w, hot, memo))
+                    os._exit(_child(listener, taken_r, taken_w, hot, memo))
                 waiting.add(pid)
                 served += 1
                 if memo >= 0:
                     learning[pid] = memo
             _reap(waiting, taken_r, learning, hot)
     finally:
-        for pid in waiting:  # a spare in accept() holds no call: it may go at once
-            os.kill(pid, signal.SIGTERM)
+        if _same_socket(path, mine):
+            os.unlink(path)  # first: no new caller queues for a daemon that is going
         listener.close()
-        if _same_socket(path, listener):
-            os.unlink(path)
+        for pid in waiting:  # a spare in accept() holds no call: it may go at once
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
     return 0
 
 
@@ -104,22 +108,46 @@ def _reap(waiting: set[int], taken: int, learning: dict[int, int], hot: set[int]
             os.close(memo)
 
 
+def _child(listener: socket.socket, taken_r: int, taken_w: int, hot: set[int], memo: int) -> int:
+    """The forked worker's whole life; never returns into the daemon's loop, whatever happens."""
+    try:
+        for signo in (signal.SIGTERM, signal.SIGINT):  # the daemon's handler would run its cleanup here
+            signal.signal(signo, signal.SIG_DFL)
+        os.close(taken_r)
+        return _spare(listener, taken_w, hot, memo)
+    except BaseException:  # a worker's failure is its caller's direct path, never the daemon's loop
+        return 1
+
+
 def _spare(listener: socket.socket, taken: int, hot: set[int], memo: int) -> int:
     """A worker: copy the pages calls write now, while no call waits, then take one call (and report the pages
     it wrote in `memo`, when the daemon is still learning them)."""
     from gpuhook.cli import warm_memory
 
+    daemon = os.getppid()
+    _parent_death(signal.SIGTERM)  # a waiting worker goes with its daemon
+    if os.getppid() != daemon:
+        return 0
     warm_memory.populate(hot)
     ranges = warm_memory.writable() if memo >= 0 else []
     conn, _ = listener.accept()
+    _parent_death(0)  # a worker holding a call finishes it, whatever happens to the daemon
     listener.close()
-    os.write(taken, os.getpid().to_bytes(4, "little"))  # the daemon forks the next spare meanwhile
+    with contextlib.suppress(OSError):  # a daemon that is gone forks no next spare: the call is served anyway
+        os.write(taken, os.getpid().to_bytes(4, "little"))  # the daemon forks the next spare meanwhile
     os.close(taken)
     status = _work(conn)
     if memo >= 0:  # after the answer: the caller does not wait for this
         with contextlib.suppress(OSError):  # a hook worker in a container's namespaces may not see this /proc
             warm_memory.report(memo, warm_memory.owned(ranges))
     return status
+
+
+def _parent_death(signo: int) -> None:
+    """The signal this process gets when its parent ends (0: none). Changes this process."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signo, 0, 0, 0)
 
 
 # the rooms the GPU path, the hooks and tuning load from (lazily, in the direct path); the workers find them loaded
@@ -180,12 +208,13 @@ def _listen(path: str) -> socket.socket:
     return s
 
 
-def _same_socket(path: str, listener: socket.socket) -> bool:
-    """Whether `path` is still this daemon's socket (a newer daemon may have replaced it)."""
+def _same_socket(path: str, mine: tuple[int, int]) -> bool:
+    """Whether `path` is still the socket file this daemon made."""
     try:
-        return os.stat(path).st_ino == os.fstat(listener.fileno()).st_ino
+        st = os.stat(path)
     except OSError:
         return False
+    return (st.st_dev, st.st_ino) == mine
 
 
 def _installation() -> tuple[tuple[int, int], ...]:
@@ -210,12 +239,12 @@ def _answer(conn: socket.socket, text: bytes) -> None:
 
 def _work(conn: socket.socket) -> int:
     """One call, in the forked worker; the exit status of the worker (the caller has the real one)."""
-    for signo in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signo, signal.SIG_DFL)
     try:
+        conn.send(b"A")  # the caller sends its call, and its descriptors, only now
+        conn.settimeout(_ACK_WAIT)
         pid, uid, _ = _peer(conn)
         msg, fds, flags, _ = socket.recv_fds(conn, MAX_MESSAGE, _FDS)
-        conn.send(b"A")
+        conn.settimeout(None)
         call = _parse(msg) if uid == 0 and len(fds) == _FDS and not flags & socket.MSG_TRUNC else None
         if call is None or not _adopt(pid, fds):
             _answer(conn, b"direct")
@@ -255,7 +284,7 @@ def _parse(msg: bytes) -> tuple[str, int, str, list[str], dict[str, str]] | None
         text = [f.decode("utf-8", "surrogateescape") for f in fields[4:-1]]
     except ValueError:
         return None
-    if argc < 1 or argc >= len(text) or mask > 0o777:
+    if argc < 1 or argc >= len(text) or not 0 <= mask <= 0o777:
         return None
     exe, argv, env = text[0], text[1:1 + argc], text[1 + argc:]
     if not exe.startswith("/") or any("=" not in e for e in env):
@@ -309,6 +338,7 @@ def _exited(call: Callable[[], bytes]) -> bytes:
             code = 1
         return b"exit %d" % (code or 0)
     except Exception as e:  # fail closed, as the direct path would
-        print(f"gpuhook: internal error in the warm helper ({type(e).__name__}: {e}); please report this",
+        text = " ".join(str(e).split())
+        print(f"gpuhook: internal error in the warm helper ({type(e).__name__}: {text}); please report this",
               file=sys.stderr)
         return b"exit 1"

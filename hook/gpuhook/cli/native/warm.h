@@ -4,8 +4,8 @@
  * Optional by design: any doubt returns WARM_DIRECT and the caller takes the direct path (execs Python),
  * which does exactly the same work. That is the answer when the socket is absent or refuses, when its server
  * is not root (SO_PEERCRED), when the call is too big, when no worker acknowledges within WARM_ACK_MS (a
- * stopped or swamped server never blocks a container), or when the worker ends without a result (it crashed;
- * the work is idempotent). The worker gets this process's stdin, stdout, stderr and working directory as
+ * stopped or swamped server never blocks a container, and holds none of its descriptors: they are sent only
+ * after the acknowledgement), or when the worker ends without a result (it crashed; the work is idempotent). The worker gets this process's stdin, stdout, stderr and working directory as
  * descriptors (stdin may be a copy: a hook's state, kept for the direct path), its argv, environment and umask, and its pid from the kernel (SO_PEERCRED); it answers
  * "exit N" (the call is done) or "exec PATH" (run the runtime, in this very process).
  */
@@ -69,6 +69,15 @@ static int warm_call(const char *kind, const char *exe, int argc, char **argv, i
         close(s);
         return WARM_DIRECT;
     }
+    /* a worker says "A" once it holds the call: only then do this process's descriptors leave it (a stopped
+     * daemon's queue must not keep the engine's pipes open after this process has gone its direct way) */
+    char answer[4096 + 16];
+    struct pollfd p = {.fd = s, .events = POLLIN};
+    if (poll(&p, 1, WARM_ACK_MS) != 1 || recv(s, answer, sizeof answer, 0) != 1 || answer[0] != 'A') {
+        close(cwd);
+        close(s);
+        return WARM_DIRECT;
+    }
     int fds[4] = {stdin_fd, 1, 2, cwd};
     char control[CMSG_SPACE(sizeof fds)];
     memset(control, 0, sizeof control);
@@ -81,10 +90,7 @@ static int warm_call(const char *kind, const char *exe, int argc, char **argv, i
     memcpy(CMSG_DATA(c), fds, sizeof fds);
     ssize_t sent = sendmsg(s, &mh, MSG_NOSIGNAL);
     close(cwd);
-    char answer[4096 + 16];
-    struct pollfd p = {.fd = s, .events = POLLIN};
-    if (sent != (ssize_t)len || poll(&p, 1, WARM_ACK_MS) != 1 || recv(s, answer, sizeof answer, 0) != 1
-        || answer[0] != 'A') {
+    if (sent != (ssize_t)len) {
         close(s);
         return WARM_DIRECT;
     }

@@ -1,0 +1,655 @@
+"""The warm helper (`gpuhook warm`) in front of real runc: what its workers do for the native front ends is what the
+direct path does, and every way the helper can fail or be refused leaves the direct path.
+
+The callers run from a directory of their own: the native binaries, beside a `gpuhook-runtime-py` and a `gpuhook`
+that only leave a mark and exit 99. A container that works there while no mark appears was served by the helper
+from start to end (the shim's work, the prestart and the poststop)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+
+from gpuhook.cli.launcher import write_launchers
+from gpuhook.testing.bundle import make_bundle, oci_config
+from gpuhook.testing.simulate import HostSpec, build_host
+
+from .conftest import HOOK_DIR
+
+NATIVE = ("gpuhook-runtime", "gpuhook-hook", "gpuhook-createhook")
+NOBODY = 65534
+NV0 = {"gpuhook.dev/gpus": "0", "gpuhook.dev/vendor": "nvidia"}
+AMD1 = {"gpuhook.dev/gpus": "1", "gpuhook.dev/vendor": "amd"}
+SEE = ("for f in /dev/nvidia* /dev/kfd /dev/dri/*; do [ -e $f ] && stat -c 'NODE %n %t:%T' $f; done; "
+       "for g in /proc/driver/nvidia/gpus/*; do [ -e $g ] && echo \"PROCGPU ${g##*/}\"; done; "
+       "dlopen-probe libcuda.so.1; echo \"UID $(id -u)\"")
+SEEN = {  # request, the nodes the container sees (stat's hex major:minor), what else it sees
+    "nvidia": (NV0, {"/dev/nvidia0": "c3:0", "/dev/nvidiactl": "c3:ff", "/dev/nvidia-uvm": "1fd:0",
+                     "/dev/nvidia-uvm-tools": "1fd:1"},
+               ["PROCGPU 0000:10:00.0", "dlopen libcuda.so.1 ok cuDriverGetVersion=12040"]),
+    "amd": (AMD1, {"/dev/kfd": "1ff:0", "/dev/dri/card2": "e2:2", "/dev/dri/renderD129": "e2:81"}, []),
+}
+
+
+def _nodes(out: str) -> dict[str, str]:
+    return {p[1]: p[2] for line in out.splitlines() if (p := line.split())[:1] == ["NODE"]}
+
+
+def _message(kind: bytes, argv: list[bytes], env: list[bytes], exe: bytes = b"/usr/bin/gpuhook-runtime-py") -> bytes:
+    """A call as native/warm.h sends it: NUL-terminated version, kind, umask, argc, exe, argv..., env...."""
+    fields = [b"gpuhook-warm/1", kind, b"22", str(len(argv)).encode(), exe, *argv, *env]
+    return b"".join(f + b"\0" for f in fields)
+
+
+def _ask(sock: Path, message: bytes, fds: list[int] | None = None) -> list[bytes]:
+    """Every message the helper at `sock` sends a root caller that sent `message` (and `fds`), until it hangs up."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as s:
+        s.settimeout(5)
+        s.connect(str(sock))
+        if fds:
+            socket.send_fds(s, [message], fds)
+        else:
+            s.send(message)
+        answers = []
+        while chunk := s.recv(8192):
+            answers.append(chunk)
+        return answers
+
+
+class Daemon:
+    """`gpuhook warm --socket SOCK` from `bindir`, in a session of its own (its workers are its process group)."""
+
+    def __init__(self, bindir: Path, sock: Path, said: Path) -> None:
+        self.sock, self.said = sock, said
+        with open(self.said, "wb") as out:
+            self.proc = subprocess.Popen([str(bindir / "gpuhook"), "warm", "--socket", str(sock)],
+                                         stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                         env={"PATH": os.environ["PATH"]}, start_new_session=True)
+        for _ in range(300):  # until it answers (a socket left by an earlier daemon may be there already)
+            try:
+                if _ask(sock, b"are you there") == [b"A", b"direct"]:
+                    return
+            except OSError:
+                pass
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"the warm helper did not come up: {self.said.read_text()}")
+
+    def signal_group(self, signo: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signo)
+
+    def stop(self) -> Stopped:
+        """SIGTERM, as a service manager stops it, and what became of it. Whatever is left of its processes is
+        killed, and its socket removed, either way."""
+        self.signal_group(signal.SIGCONT)
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            rc = None
+        for _ in range(40):  # the spares it stopped, going
+            stray = _living(self.proc.pid)
+            if not stray:
+                break
+            time.sleep(0.05)
+        self.signal_group(signal.SIGKILL)
+        self.proc.wait()
+        left = os.path.lexists(self.sock)
+        if left:
+            os.unlink(self.sock)
+        return Stopped(rc, left, self.said.read_text(), stray)
+
+
+@dataclass
+class Stopped:
+    rc: int | None  # None: still running 10 s after SIGTERM
+    left: bool  # its socket was still there
+    said: str  # its stdout and stderr
+    stray: list[int]  # its processes still alive 2 s after it exited
+
+
+def _living(group: int) -> list[int]:
+    """The processes of process group `group` that have not exited (zombies do not count)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z" and int(fields[2]) == group:
+            found.append(int(entry))
+    return found
+
+
+@dataclass
+class Site:
+    """A simulated host (2 NVIDIA + 2 AMD), its config, the real launchers and the callers' directory."""
+
+    tmp: Path
+    host: str
+    config: Path
+    bin: Path
+    callers: Path
+    marker: Path
+    rootfs: str
+
+
+def _launchers(dest: Path, entries: list[str]) -> Path:
+    dest.mkdir()
+    written = write_launchers(str(dest), sys.executable, entries)
+    assert all(name in written for name in NATIVE), f"the native binaries did not build: {written}"
+    return dest
+
+
+def _callers(real: Path, dest: Path, marker: Path) -> Path:
+    """The native binaries beside Python entry points that only record that they ran (and their stdin) and exit 99."""
+    dest.mkdir()
+    for name in NATIVE:
+        shutil.copy2(real / name, dest / name)
+    for name in ("gpuhook-runtime-py", "gpuhook"):
+        keep_stdin = f"cat >> {marker}.stdin\n" if name == "gpuhook" else ""
+        (dest / name).write_text(f'#!/bin/sh\necho "$0 $*" >> {marker}\n{keep_stdin}exit 99\n')
+        os.chmod(dest / name, 0o755)
+    return dest
+
+
+def _site(tmp: Path, rootfs: str, entries: list[str] | None = None) -> Site:
+    host = build_host(str(tmp / "host"), HostSpec(nvidia=2, amd=2))
+    config = tmp / "config.toml"
+    config.write_text(f'host_root = "{host}"\nstate_dir = "{tmp}/state"\nlog_file = "{tmp}/gpuhook.log"\n')
+    real = _launchers(tmp / "bin", entries or [HOOK_DIR, sysconfig.get_paths()["purelib"]])
+    marker = tmp / "direct-path-ran"
+    return Site(tmp, host, config, real, _callers(real, tmp / "callers", marker), marker, rootfs)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory, base_rootfs: str) -> Site:
+    return _site(tmp_path_factory.mktemp("warm"), base_rootfs)
+
+
+def _stopped_cleanly(daemon: Daemon) -> None:
+    stopped = daemon.stop()
+    assert stopped.rc == 0, stopped.said
+    assert not stopped.left, f"the helper left its socket {daemon.sock} behind"
+    assert not stopped.stray, f"processes of the helper outlived it: {stopped.stray}"
+
+
+@pytest.fixture(scope="module")
+def daemon(site: Site) -> Iterator[Daemon]:
+    """The helper for the module, in a socket directory it makes itself; stopped by SIGTERM after."""
+    d = Daemon(site.bin, site.tmp / "run" / "warm.sock", site.tmp / "daemon.out")
+    yield d
+    _stopped_cleanly(d)
+
+
+@pytest.fixture
+def own_daemon(site: Site, tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
+    """Start a helper of the test's own (one to stop, kill or change): own_daemon(bindir=site.bin, sock=...)."""
+    started: list[Daemon] = []
+
+    def start(bindir: Path | None = None, sock: Path | None = None) -> Daemon:
+        said = tmp_path / f"daemon{len(started)}.out"
+        started.append(Daemon(bindir or site.bin, sock or tmp_path / "run" / "warm.sock", said))
+        return started[-1]
+
+    yield start
+    for d in started:
+        d.stop()
+
+
+@dataclass
+class Ran:
+    rc: int
+    out: str
+    err: str
+    bundle: Path
+    before: bytes
+    cid: str
+    log: Path
+    seconds: float  # until the runtime exited
+    held: bool = False  # its stdout or stderr was still open elsewhere 2 s after it exited
+
+
+def _drain(pipe: IO[bytes], into: list[bytes]) -> None:
+    while chunk := os.read(pipe.fileno(), 65536):
+        into.append(chunk)
+
+
+@dataclass
+class Containers:
+    """Bundles on the site's base image, run through a front end; every container is deleted after the test."""
+
+    site: Site
+    tmp: Path
+    cids: list[str] = field(default_factory=list)
+
+    def bundle(self, annotations: dict[str, str], script: str, edit: Callable[[dict[str, Any]], None] | None = None,
+               args: list[str] | None = None) -> Path:
+        b = self.tmp / f"b-{uuid.uuid4().hex[:8]}"
+        spec = oci_config(args or ["sh", "-c", script], annotations=annotations, uid=1000, gid=1000)
+        if edit:
+            edit(spec)
+        make_bundle(str(b), spec, self.site.rootfs)
+        return b
+
+    def env(self, sock: Path | str | None) -> dict[str, str]:
+        env = {"PATH": os.environ["PATH"], "GPUHOOK_CONFIG": str(self.site.config)}
+        if sock is not None:
+            env["GPUHOOK_WARM_SOCKET"] = str(sock)
+        return env
+
+    def run(self, runtime: Path | str, bundle: Path, sock: Path | str | None, detach: bool = False) -> Ran:
+        """`runtime --log L --log-format json run [-d] --bundle B ID`; a detached container's stdio on /dev/null and
+        the runtime's stderr in a file (a pipe would stay open)."""
+        cid = "w-" + uuid.uuid4().hex[:10]
+        self.cids.append(cid)
+        log = self.tmp / f"{cid}.runc.json"
+        before = (bundle / "config.json").read_bytes()
+        argv = [str(runtime), "--log", str(log), "--log-format", "json", "run", *(["-d"] if detach else []),
+                "--bundle", str(bundle), cid]
+        start = time.monotonic()
+        if detach:
+            with open(bundle / "stderr", "w") as err:
+                rc = subprocess.run(argv, env=self.env(sock), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=err, timeout=60, check=False).returncode
+            return Ran(rc, "", (bundle / "stderr").read_text(), bundle, before, cid, log, time.monotonic() - start)
+        proc = subprocess.Popen(argv, env=self.env(sock), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        assert proc.stdout is not None and proc.stderr is not None
+        read: tuple[list[bytes], list[bytes]] = ([], [])
+        readers = [threading.Thread(target=_drain, args=(pipe, into), daemon=True)
+                   for pipe, into in zip((proc.stdout, proc.stderr), read, strict=True)]
+        for t in readers:
+            t.start()
+        rc = proc.wait(60)
+        seconds = time.monotonic() - start
+        for t in readers:
+            t.join(2)
+        held = any(t.is_alive() for t in readers)
+        for t in readers:  # whoever holds the pipes lets go some time (a stopped helper: once continued)
+            t.join(0 if held else 60)
+        out, text = (b"".join(x).decode(errors="replace") for x in read)
+        return Ran(rc, out, text, bundle, before, cid, log, seconds, held)
+
+    def delete(self, cid: str) -> None:
+        """`runc kill` and `runc delete`, plain runc (the poststop hook in config.json runs)."""
+        subprocess.run(["runc", "kill", cid, "KILL"], capture_output=True, check=False)
+        for _ in range(100):
+            state = subprocess.run(["runc", "state", cid], capture_output=True, text=True, check=False)
+            if state.returncode != 0 or '"status": "stopped"' in state.stdout:
+                break
+            time.sleep(0.05)
+        subprocess.run(["runc", "delete", cid], capture_output=True, check=False)
+
+
+@pytest.fixture
+def containers(site: Site, tmp_path: Path) -> Iterator[Containers]:
+    site.marker.unlink(missing_ok=True)
+    Path(f"{site.marker}.stdin").unlink(missing_ok=True)
+    c = Containers(site, tmp_path)
+    yield c
+    for cid in c.cids:
+        subprocess.run(["runc", "delete", "--force", cid], capture_output=True, check=False)
+
+
+def _direct_path(site: Site) -> str:
+    """What the callers' Python entry points recorded: "" when the helper did everything."""
+    return site.marker.read_text() if site.marker.exists() else ""
+
+
+def _sees_its_gpu(r: Ran, vendor: str) -> None:
+    _, nodes, more = SEEN[vendor]
+    assert r.rc == 0, r.err
+    assert _nodes(r.out) == nodes
+    for line in more:
+        assert line in r.out.splitlines()
+    if vendor != "nvidia":
+        assert "PROCGPU" not in r.out
+    assert "UID 1000" in r.out
+    assert not r.held, "the runtime's stdout or stderr stayed open after it exited"
+
+
+# -- the warm path --------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("vendor", ["nvidia", "amd"])
+def test_one_gpu_of_two_through_the_warm_path(site: Site, daemon: Daemon, containers: Containers,
+                                              vendor: str) -> None:
+    r = containers.run(site.callers / "gpuhook-runtime", containers.bundle(SEEN[vendor][0], SEE), daemon.sock)
+    _sees_its_gpu(r, vendor)
+    assert _direct_path(site) == ""
+
+
+def test_refusal_through_the_warm_path(site: Site, daemon: Daemon, containers: Containers) -> None:
+    b = containers.bundle({"gpuhook.dev/gpus": "7", "gpuhook.dev/vendor": "nvidia"}, "echo yes > /ran")
+    r = containers.run(site.callers / "gpuhook-runtime", b, daemon.sock)
+    assert r.rc == 1
+    (line,) = r.err.splitlines()
+    assert line.startswith("gpuhook-runtime: ") and "no NVIDIA GPU 7" in line and "it has: 0" in line, r.err
+    (entry,) = [json.loads(x) for x in r.log.read_text().splitlines()]
+    assert entry["level"] == "error" and entry["msg"] == "gpuhook: " + line.removeprefix("gpuhook-runtime: ")
+    assert (b / "config.json").read_bytes() == r.before
+    assert not (b / "rootfs/ran").exists()
+    assert subprocess.run(["runc", "state", r.cid], capture_output=True, check=False).returncode != 0
+    assert _direct_path(site) == ""
+
+
+def _nvml(site: Site) -> dict[int, list[int]]:
+    text = Path(f"{site.host}/var/lib/gpuhook-sim/nvml").read_text()
+    return {int(f[0]): [int(x) for x in f[1:]] for f in (ln.split() for ln in text.splitlines())}
+
+
+def _nvml_calls(site: Site) -> list[str]:
+    path = Path(f"{site.host}/var/lib/gpuhook-sim/nvml.log")
+    return [ln.split()[0] for ln in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_tuning_by_the_warm_hooks(site: Site, daemon: Daemon, containers: Containers) -> None:
+    b = containers.bundle({**NV0, "gpuhook.dev/clocks": "1500"}, "", args=["sleep", "60"])
+    r = containers.run(site.callers / "gpuhook-runtime", b, daemon.sock, detach=True)
+    assert r.rc == 0, r.err
+    hooks = json.loads((b / "config.json").read_text())["hooks"]
+    for stage in ("prestart", "poststop"):
+        (hook,) = [h for h in hooks[stage] if h["args"][1:2] == ["hook"]]
+        assert hook["path"] == str(site.callers / "gpuhook-hook")
+        assert f"GPUHOOK_WARM_SOCKET={daemon.sock}" in hook["env"]
+    assert _nvml(site)[0][:2] == [1500, 1500] and _nvml(site)[1][:2] == [0, 0]
+    containers.delete(r.cid)
+    assert _nvml(site)[0][:2] == [0, 0] and _nvml(site)[1][:2] == [0, 0]
+    assert _nvml_calls(site) == ["set-clocks", "reset-clocks"]
+    assert _direct_path(site) == ""
+
+
+def _hooked(site: Site, front: Path, sock: Path) -> Callable[[dict[str, Any]], None]:
+    """Hook mode: config.json's prestart and poststop hooks are `front`/gpuhook-hook, told the helper's socket."""
+
+    def edit(spec: dict[str, Any]) -> None:
+        env = [f"GPUHOOK_CONFIG={site.config}", f"GPUHOOK_WARM_SOCKET={sock}"]
+        spec["hooks"] = {stage: [{"path": str(front / "gpuhook-hook"), "args": ["gpuhook", "hook", stage],
+                                  "env": env}] for stage in ("prestart", "poststop")}
+
+    return edit
+
+
+def test_hook_mode_through_the_native_hook(site: Site, daemon: Daemon, containers: Containers) -> None:
+    r = containers.run("runc", containers.bundle(NV0, SEE, edit=_hooked(site, site.callers, daemon.sock)),
+                       daemon.sock)
+    assert r.rc == 0, r.err
+    assert set(_nodes(r.out)) == set(SEEN["nvidia"][1])
+    assert "dlopen libcuda.so.1 ok cuDriverGetVersion=12040" in r.out
+    assert _direct_path(site) == ""
+
+
+def test_the_hook_front_end_keeps_the_state_for_the_direct_path(site: Site, daemon: Daemon,
+                                                                 containers: Containers) -> None:
+    """A call the helper answers "direct" (only `hook` is served) gets `gpuhook` beside it, with stdin unread."""
+    state = b'{"ociVersion": "1.0.2", "id": "x", "status": "creating"}' * 100
+    done = subprocess.run(["gpuhook", "version"], executable=site.callers / "gpuhook-hook", input=state,
+                          env=containers.env(daemon.sock), capture_output=True, timeout=30, check=False)
+    assert done.returncode == 99, done.stderr
+    assert _direct_path(site) == f"{site.callers}/gpuhook version\n"
+    assert Path(f"{site.marker}.stdin").read_bytes() == state
+
+
+# -- the direct path, whatever the helper does -----------------------------------------------------------------------
+
+def test_no_socket_is_the_direct_path(site: Site, containers: Containers) -> None:
+    r = containers.run(site.bin / "gpuhook-runtime", containers.bundle(NV0, SEE), site.tmp / "no-such-dir/warm.sock")
+    _sees_its_gpu(r, "nvidia")
+
+
+def test_a_stopped_helper_costs_the_ack_timeout_only(site: Site, own_daemon: Callable[..., Daemon],
+                                                    containers: Containers) -> None:
+    d = own_daemon()
+    d.signal_group(signal.SIGSTOP)  # the daemon and its spare workers
+    try:
+        r = containers.run(site.bin / "gpuhook-runtime", containers.bundle(NV0, SEE), d.sock)
+    finally:
+        d.signal_group(signal.SIGCONT)
+    assert r.rc == 0, r.err
+    assert 1.0 <= r.seconds < 5, r.seconds  # it waited for the acknowledgement (1 s), then took the direct path
+    assert not r.held, ("the stopped helper holds the runtime's stdout/stderr (passed to it before it acknowledged): "
+                        "whoever reads them to their end (an engine, runc for a hook) waits until it is continued")
+    _sees_its_gpu(r, "nvidia")
+    served = containers.run(site.callers / "gpuhook-runtime", containers.bundle(NV0, SEE), d.sock)
+    _sees_its_gpu(served, "nvidia")  # continued, the helper serves again
+    assert _direct_path(site) == ""
+
+
+def test_a_stopped_helper_does_not_hold_up_runc_at_a_hook(site: Site, own_daemon: Callable[..., Daemon],
+                                                          containers: Containers) -> None:
+    """runc reads a hook's stdout and stderr to their end: nobody but the hook may keep them open."""
+    d = own_daemon()
+    d.signal_group(signal.SIGSTOP)
+    later = threading.Timer(6, d.signal_group, (signal.SIGCONT,))  # however runc fares, the helper goes on
+    later.start()
+    try:
+        r = containers.run("runc", containers.bundle(NV0, SEE, edit=_hooked(site, site.bin, d.sock)), d.sock)
+    finally:
+        later.cancel()
+        d.signal_group(signal.SIGCONT)
+    assert r.rc == 0, r.err
+    assert r.seconds < 5, f"runc took {r.seconds:.1f} s: it waited at the hook for the stopped helper to go on"
+    assert set(_nodes(r.out)) == set(SEEN["nvidia"][1])
+
+
+def test_a_killed_helpers_socket_is_the_direct_path(site: Site, own_daemon: Callable[..., Daemon],
+                                                    containers: Containers) -> None:
+    d = own_daemon()
+    d.signal_group(signal.SIGKILL)
+    d.proc.wait()
+    assert stat.S_ISSOCK(os.lstat(d.sock).st_mode)
+    for _ in range(100):  # its workers die with it; then nobody listens
+        try:
+            _ask(d.sock, b"x")
+        except ConnectionRefusedError:
+            break
+        except OSError:
+            pass
+        time.sleep(0.02)
+    with pytest.raises(ConnectionRefusedError):
+        _ask(d.sock, b"x")
+    r = containers.run(site.bin / "gpuhook-runtime", containers.bundle(NV0, SEE), d.sock)
+    _sees_its_gpu(r, "nvidia")
+    assert r.seconds < 5
+
+
+def test_an_empty_socket_setting_turns_the_helper_off(site: Site, containers: Containers) -> None:
+    b = containers.bundle(NV0, SEE)
+    r = containers.run(site.callers / "gpuhook-runtime", b, "")
+    assert r.rc == 99
+    assert _direct_path(site).splitlines() == [f"{site.callers}/gpuhook-runtime-py --log {r.log} --log-format json "
+                                               f"run --bundle {b} {r.cid}"]
+    state = b'{"ociVersion": "1.0.2", "id": "x", "status": "stopped"}'
+    done = subprocess.run(["gpuhook", "hook", "poststop"], executable=site.callers / "gpuhook-hook", input=state,
+                          env=containers.env(""), capture_output=True, timeout=30, check=False)
+    assert done.returncode == 99
+    assert _direct_path(site).splitlines()[1:] == [f"{site.callers}/gpuhook hook poststop"]
+    assert Path(f"{site.marker}.stdin").read_bytes() == state
+
+
+# -- who may talk to whom ------------------------------------------------------------------------------------------
+
+def test_the_socket_is_roots_only(daemon: Daemon) -> None:
+    st = os.lstat(daemon.sock)
+    assert stat.S_ISSOCK(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600 and st.st_uid == 0
+    made = os.stat(daemon.sock.parent)
+    assert stat.S_IMODE(made.st_mode) == 0o700 and made.st_uid == 0
+
+
+CONNECT_AS_NOBODY = """
+import errno, os, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.settimeout(5)
+try:
+    s.connect(sys.argv[1])
+except OSError as e:
+    print(errno.errorcode[e.errno])
+    sys.exit()
+cwd = os.open(".", os.O_PATH | os.O_DIRECTORY)
+socket.send_fds(s, [bytes.fromhex(sys.argv[2])], [0, 1, 2, cwd])
+answers = []
+while chunk := s.recv(8192):
+    answers.append(chunk.decode())
+print(" ".join(answers))
+"""
+
+
+@pytest.fixture
+def open_dir() -> Iterator[Path]:
+    """A directory everybody may search (/tmp/...), so that only a socket's own mode stands in the way."""
+    path = Path(tempfile.mkdtemp(prefix="gpuhook-warm-", dir="/tmp"))
+    os.chmod(path, 0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _as_nobody(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *argv],
+                          cwd="/", capture_output=True, text=True, timeout=30, check=False)
+
+
+def test_a_user_cannot_reach_the_helper(own_daemon: Callable[..., Daemon], open_dir: Path) -> None:
+    d = own_daemon(sock=open_dir / "warm.sock")
+    call = _message(b"runtime", [b"gpuhook-runtime", b"--version"], [b"PATH=/usr/bin:/bin"]).hex()
+    refused = _as_nobody("/usr/bin/python3", "-I", "-c", CONNECT_AS_NOBODY, str(d.sock), call)
+    assert refused.stdout.split() == ["EACCES"], refused.stderr
+    os.chmod(d.sock, 0o666)  # were the socket open to all, the helper still serves root only
+    answered = _as_nobody("/usr/bin/python3", "-I", "-c", CONNECT_AS_NOBODY, str(d.sock), call)
+    assert answered.stdout.split() == ["A", "direct"], answered.stderr
+
+
+SERVE_AS_NOBODY = """
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.bind(sys.argv[1])
+s.listen(8)
+print("ready", flush=True)
+while True:
+    c, _ = s.accept()
+    try:
+        c.recv(70000)
+        c.send(b"A")
+        c.send(b"exit 0")
+    except OSError:
+        pass
+    c.close()
+"""
+
+
+def test_a_helper_that_is_not_root_is_not_believed(site: Site, containers: Containers, open_dir: Path) -> None:
+    os.chown(open_dir, NOBODY, NOBODY)
+    sock = open_dir / "warm.sock"
+    impostor = subprocess.Popen(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+                                 "/usr/bin/python3", "-I", "-c", SERVE_AS_NOBODY, str(sock)], cwd="/",
+                                stdout=subprocess.PIPE, text=True)
+    try:
+        assert impostor.stdout is not None and impostor.stdout.readline() == "ready\n"
+        assert _ask(sock, b"anything") == [b"A", b"exit 0"]  # it would answer "done" to anyone who believed it
+        b = containers.bundle(NV0, SEE)
+        r = containers.run(site.callers / "gpuhook-runtime", b, sock)
+    finally:
+        impostor.kill()
+        impostor.wait()
+    assert r.rc == 99  # the direct path
+    assert _direct_path(site).startswith(f"{site.callers}/gpuhook-runtime-py ")
+
+
+def _null_fds() -> list[int]:
+    return [os.open("/dev/null", os.O_RDONLY), os.open("/dev/null", os.O_WRONLY), os.open("/dev/null", os.O_WRONLY),
+            os.open("/", os.O_PATH | os.O_DIRECTORY)]
+
+
+GOOD = _message(b"runtime", [b"gpuhook-runtime", b"--version"], [b"PATH=/usr/bin:/bin"])
+NOT_CALLS = [  # message, descriptors passed
+    ("garbage", b"\x00\xffgarbage", 0),
+    ("garbage with descriptors", b"\x00\xffgarbage", 4),
+    ("a call with 3 descriptors", GOOD, 3),
+    ("a call without descriptors", GOOD, 0),
+    ("another version", GOOD.replace(b"gpuhook-warm/1", b"gpuhook-warm/9"), 4),
+    ("an unknown kind", GOOD.replace(b"\0runtime\0", b"\0exec\0"), 4),
+    ("a relative exe", GOOD.replace(b"/usr/bin/gpuhook-runtime-py", b"gpuhook-runtime-py"), 4),
+    ("a call cut short", GOOD[:-1], 4),
+    ("more than 64 KiB", GOOD + b"X=" + b"x" * (64 << 10) + b"\0", 4),
+]
+
+
+@pytest.mark.parametrize(("message", "nfds"), [c[1:] for c in NOT_CALLS], ids=[c[0] for c in NOT_CALLS])
+def test_what_is_not_a_call_is_answered_direct(daemon: Daemon, message: bytes, nfds: int) -> None:
+    fds = _null_fds()
+    try:
+        assert _ask(daemon.sock, message, fds[:nfds]) == [b"A", b"direct"]
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def test_a_real_call_from_python_is_served(site: Site, daemon: Daemon) -> None:
+    """The control for the table above: such a call with its 4 descriptors is run (`--version` is passed on)."""
+    call = _message(b"runtime", [b"gpuhook-runtime", b"--version"],
+                    [b"PATH=/usr/sbin:/usr/bin:/sbin:/bin", f"GPUHOOK_CONFIG={site.config}".encode()])
+    fds = _null_fds()
+    try:
+        answers = _ask(daemon.sock, call, fds)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    assert answers == [b"A", f"exec {shutil.which('runc')}".encode()]
+
+
+# -- the helper's own life ------------------------------------------------------------------------------------------
+
+def test_sigterm_after_calls_stops_the_helper_and_its_workers(own_daemon: Callable[..., Daemon]) -> None:
+    """Stopped after it served a few calls (their workers gone and reaped): it exits 0, its spares with it, its
+    socket removed, and nothing of it says a word."""
+    d = own_daemon()
+    for _ in range(4):
+        assert _ask(d.sock, b"x") == [b"A", b"direct"]
+    time.sleep(1.5)  # the daemon reaps once a second
+    stopped = d.stop()
+    assert stopped.rc == 0 and stopped.stray == []
+    assert stopped.said == ""
+    assert not stopped.left, "the helper left its socket behind"
+
+
+def test_an_installation_change_ends_the_helper(site: Site, tmp_path: Path, own_daemon: Callable[..., Daemon],
+                                               containers: Containers) -> None:
+    """Its code replaced under it (here: a copy of the package, its warm.py touched), the helper exits 0 for its
+    service manager to start it anew, and containers take the direct path meanwhile."""
+    package = tmp_path / "pkg"
+    shutil.copytree(Path(HOOK_DIR) / "gpuhook", package / "gpuhook", symlinks=True)
+    copy = _launchers(tmp_path / "bin", [str(package), sysconfig.get_paths()["purelib"]])
+    d = own_daemon(bindir=copy)
+    later = time.time() + 5
+    os.utime(package / "gpuhook/cli/warm.py", (later, later))
+    start = time.monotonic()
+    try:
+        rc = d.proc.wait(3)
+    except subprocess.TimeoutExpired:
+        rc = None
+    assert rc == 0 and time.monotonic() - start < 3, d.said.read_text()
+    r = containers.run(copy / "gpuhook-runtime", containers.bundle(NV0, SEE), d.sock)
+    _sees_its_gpu(r, "nvidia")
+    assert _living(d.proc.pid) == []
+    assert not os.path.lexists(d.sock), "the helper left its socket behind"

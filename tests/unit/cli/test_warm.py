@@ -1,0 +1,172 @@
+"""The warm helper's pure parts: the call message it accepts, the identity of the installation it watches, and
+the answer a call's outcome becomes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from gpuhook.cli import warm
+
+
+def _message(*fields: bytes) -> bytes:
+    """NUL-terminated fields, as native/warm.h writes them."""
+    return b"".join(f + b"\0" for f in fields)
+
+
+HEAD = (b"gpuhook-warm/1", b"runtime")
+EXE = b"/usr/local/bin/gpuhook-runtime-py"
+ARGV = (b"gpuhook-runtime", b"run", b"c1")
+ENV = (b"PATH=/usr/bin:/bin", b"GPUHOOK_CONFIG=/etc/gpuhook/config.toml", b"X=a=b")
+VALID = _message(*HEAD, b"22", b"3", EXE, *ARGV, *ENV)
+
+CALLS = [
+    ("runtime", VALID, ("runtime", 0o22, EXE.decode(), ["gpuhook-runtime", "run", "c1"],
+                        {"PATH": "/usr/bin:/bin", "GPUHOOK_CONFIG": "/etc/gpuhook/config.toml", "X": "a=b"})),
+    ("hook, no environment", _message(b"gpuhook-warm/1", b"hook", b"0", b"3", b"/usr/bin/gpuhook", b"gpuhook",
+                                      b"hook", b"prestart"),
+     ("hook", 0, "/usr/bin/gpuhook", ["gpuhook", "hook", "prestart"], {})),
+    ("umask 777, empty value", _message(*HEAD, b"777", b"1", EXE, b"x", b"EMPTY="),
+     ("runtime", 0o777, EXE.decode(), ["x"], {"EMPTY": ""})),
+    ("bytes that are not UTF-8", _message(*HEAD, b"22", b"1", EXE, b"id-\xff", b"K=\xfe"),
+     ("runtime", 0o22, EXE.decode(), ["id-\udcff"], {"K": "\udcfe"})),
+]
+
+
+@pytest.mark.parametrize(("msg", "expect"), [c[1:] for c in CALLS], ids=[c[0] for c in CALLS])
+def test_a_call(msg: bytes, expect: tuple[object, ...]) -> None:
+    assert warm._parse(msg) == expect
+
+
+NOT_CALLS = [
+    ("empty", b""),
+    ("too few fields", _message(*HEAD, b"22", b"1")),
+    ("wrong version", VALID.replace(b"gpuhook-warm/1", b"gpuhook-warm/2")),
+    ("no version", VALID[len(b"gpuhook-warm/1\0"):]),
+    ("unknown kind", VALID.replace(b"\0runtime\0", b"\0exec\0")),
+    ("kind in capitals", VALID.replace(b"\0runtime\0", b"\0RUNTIME\0")),
+    ("umask not octal", _message(*HEAD, b"8", b"3", EXE, *ARGV, *ENV)),
+    ("umask not a number", _message(*HEAD, b"x", b"3", EXE, *ARGV, *ENV)),
+    ("umask empty", _message(*HEAD, b"", b"3", EXE, *ARGV, *ENV)),
+    ("umask over 777", _message(*HEAD, b"1000", b"3", EXE, *ARGV, *ENV)),
+    ("umask negative", _message(*HEAD, b"-1", b"3", EXE, *ARGV, *ENV)),
+    ("argc 0", _message(*HEAD, b"22", b"0", EXE, *ARGV, *ENV)),
+    ("argc negative", _message(*HEAD, b"22", b"-1", EXE, *ARGV, *ENV)),
+    ("argc not a number", _message(*HEAD, b"22", b"three", EXE, *ARGV, *ENV)),
+    ("argc past the fields", _message(*HEAD, b"22", b"7", EXE, *ARGV, *ENV)),
+    ("argc far past the fields", _message(*HEAD, b"22", b"99", EXE, *ARGV)),
+    ("relative exe", _message(*HEAD, b"22", b"3", b"gpuhook-runtime-py", *ARGV, *ENV)),
+    ("empty exe", _message(*HEAD, b"22", b"3", b"", *ARGV, *ENV)),
+    ("env entry without =", _message(*HEAD, b"22", b"3", EXE, *ARGV, b"PATH=/bin", b"JUSTANAME")),
+    ("missing trailing NUL", VALID[:-1]),
+    ("junk after the last NUL", VALID + b"X=1"),
+]
+
+
+@pytest.mark.parametrize("msg", [c[1] for c in NOT_CALLS], ids=[c[0] for c in NOT_CALLS])
+def test_not_a_call(msg: bytes) -> None:
+    assert warm._parse(msg) is None
+
+
+def test_argc_decides_where_argv_ends() -> None:
+    """The environment is what follows argc arguments: an argument with '=' is still an argument."""
+    msg = _message(*HEAD, b"22", b"2", EXE, b"gpuhook-runtime", b"--log=/x", b"A=1")
+    assert warm._parse(msg) == ("runtime", 0o22, EXE.decode(), ["gpuhook-runtime", "--log=/x"], {"A": "1"})
+
+
+# -- the installation ------------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of the watched files of the package, which warm._installation is made to look at."""
+    package = Path(warm.__file__).parents[1]
+    copy = tmp_path / "gpuhook"
+    for name in warm._WATCHED:
+        (copy / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(package / name, copy / name)
+    monkeypatch.setattr(warm, "__file__", str(copy / "cli" / "warm.py"))
+    return copy
+
+
+def test_the_installed_files_are_all_there() -> None:
+    assert warm._WATCHED and (0, 0) not in warm._installation()
+    assert warm._installation() == warm._installation()
+
+
+def test_an_untouched_copy_is_the_same_installation(tree: Path) -> None:
+    first = warm._installation()
+    assert (0, 0) not in first
+    (tree / "logs.py").write_text("# not watched\n")
+    assert warm._installation() == first
+
+
+@pytest.mark.parametrize("name", warm._WATCHED)
+def test_a_touched_file_is_another_installation(tree: Path, name: str) -> None:
+    first = warm._installation()
+    st = os.stat(tree / name)
+    os.utime(tree / name, ns=(st.st_atime_ns, st.st_mtime_ns + 1))
+    assert warm._installation() != first
+
+
+@pytest.mark.parametrize("name", warm._WATCHED)
+def test_a_replaced_file_is_another_installation(tree: Path, name: str) -> None:
+    """A package manager writes a new file and renames it over the old one: same times, another inode."""
+    first = warm._installation()
+    st = os.stat(tree / name)
+    new = tree / f"{name}.new"
+    shutil.copyfile(tree / name, new)
+    os.utime(new, ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.replace(new, tree / name)
+    assert warm._installation() != first
+
+
+@pytest.mark.parametrize("name", warm._WATCHED)
+def test_a_removed_file_is_another_installation(tree: Path, name: str) -> None:
+    first = warm._installation()
+    os.unlink(tree / name)
+    assert warm._installation() != first
+
+
+# -- the answer ------------------------------------------------------------------------------------------------------
+
+def _exits(code: object) -> bytes:
+    raise SystemExit(code)
+
+
+EXITS = [("0", 0, b"exit 0"), ("None", None, b"exit 0"), ("1", 1, b"exit 1"), ("3", 3, b"exit 3"),
+         ("125", 125, b"exit 125")]
+
+
+@pytest.mark.parametrize(("code", "answer"), [e[1:] for e in EXITS], ids=[e[0] for e in EXITS])
+def test_a_system_exit_is_its_status(code: object, answer: bytes, capsys: pytest.CaptureFixture[str]) -> None:
+    assert warm._exited(lambda: _exits(code)) == answer
+    assert capsys.readouterr() == ("", "")
+
+
+def test_a_system_exit_with_a_message_says_it_and_is_1(capsys: pytest.CaptureFixture[str]) -> None:
+    assert warm._exited(lambda: _exits("gpuhook: no such GPU")) == b"exit 1"
+    assert capsys.readouterr() == ("", "gpuhook: no such GPU\n")
+
+
+def test_a_result_is_the_answer(capsys: pytest.CaptureFixture[str]) -> None:
+    assert warm._exited(lambda: b"exec /usr/sbin/runc") == b"exec /usr/sbin/runc"
+    assert capsys.readouterr() == ("", "")
+
+
+BROKEN = [("plain", RuntimeError("boom")), ("key", KeyError("devices")),
+          ("message on two lines", ValueError("first\nsecond"))]
+
+
+@pytest.mark.parametrize("error", [b[1] for b in BROKEN], ids=[b[0] for b in BROKEN])
+def test_an_exception_fails_closed_with_one_line(error: Exception, capsys: pytest.CaptureFixture[str]) -> None:
+    def broken() -> bytes:
+        raise error
+
+    assert warm._exited(broken) == b"exit 1"
+    out, err = capsys.readouterr()
+    assert out == ""
+    (line,) = err.splitlines()
+    assert "internal error in the warm helper" in line and type(error).__name__ in line
