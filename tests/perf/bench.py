@@ -6,7 +6,9 @@ The headline is what a container engine does for each container (containerd-shim
 create/start/delete cycle of a busybox bundle running `true`, every call through the runtime under test:
 `R create --bundle B --pid-file P ID`, `R start ID`, a wait for the container's init (this process is a
 child subreaper, so the init is reparented to it once `create` returns), `R delete ID` (poststop hooks).
-`--mode run` times one `R run` instead (the reference of earlier runs); `both` prints both tables. Variants
+`--mode run` times one `R run` instead (the reference of earlier runs); `both` prints both tables. The GPU
+rows run twice: directly (Python started per call) and, named "warm: ...", through the warm helper
+(`gpuhook warm`, started for the run; `--warm only|off` keeps one set). Variants
 are interleaved round by round in a shuffled order, so machine drift hits all alike; the tables give medians,
 p90 and each median's ratio to bare runc's in the same run. Not part of the test run.
 """
@@ -114,7 +116,7 @@ def _bench(args: argparse.Namespace, work: Path) -> None:
     if args.only:
         variants = [v for v in variants if v.name == BASELINE or any(t in v.name for t in args.only)]
     if any(v.name.startswith(WARM) for v in variants):
-        _start_warm(work)
+        _start_warm(work, work / "config8.toml")
     order = {v.name: i for i, v in enumerate(variants)}
     variants = _warm_up(variants, modes, work, notes)
     for _ in range(args.rounds):
@@ -260,11 +262,13 @@ def _variants(work: Path, scale: list[int], python: str, warm: str) -> tuple[lis
     return out, notes
 
 
-def _start_warm(work: Path) -> None:
-    """The warm helper on work/warm.sock, from the benchmark's launchers, until the benchmark ends (_cleanup
-    stops it). Starts a daemon."""
+def _start_warm(work: Path, config: Path) -> None:
+    """The warm helper on work/warm.sock, from the benchmark's launchers, with the 8-GPU host's config as a
+    host's daemon has the host's (it binds amdsmi to that host's library ahead), until the benchmark ends
+    (_cleanup stops it). Starts a daemon."""
     sock = work / "warm.sock"
     daemon = subprocess.Popen([str(work / "bin" / "gpuhook"), "warm", "--socket", str(sock)],
+                              env={"PATH": os.environ["PATH"], "GPUHOOK_CONFIG": str(config)},
                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     (work / "warm.pid").write_text(str(daemon.pid))
     for _ in range(100):

@@ -42,22 +42,41 @@ class Root:
     def resolve(self, path: str, _links: int = 0) -> str:
         """Return the real path for `path`, following symlinks as if the root were `/`."""
         parts = _parts(path)
-        if len(parts) < 2 or ".." in parts:
+        if not parts or ".." in parts:
             return self._resolve(parts, path)
-        parent = "/".join(parts[:-1])
-        directory = self._dirs.get(parent)
-        if directory is None:
-            directory = self._dirs[parent] = self._resolve(parts[:-1], path)
-        candidate = f"{directory.rstrip('/')}/{parts[-1]}"
+        return self._step(self._directory(parts[:-1], path, _links), parts[-1], path, _links)
+
+    def _directory(self, parts: list[str], path: str, links: int) -> str:
+        """The real path of the directory `parts`, each directory resolved once (from its parent's), however
+        many of the host's files discovery reads in it."""
+        if not parts:
+            return self.base
+        key = "/".join(parts)
+        found = self._dirs.get(key)
+        if found is None:
+            found = self._dirs[key] = self._step(self._directory(parts[:-1], path, links), parts[-1], path, links)
+        return found
+
+    def _step(self, directory: str, name: str, path: str, links: int) -> str:
+        """`name` in the resolved `directory`, its symlink followed (inside the root)."""
+        candidate = f"{directory.rstrip('/')}/{name}"
         try:
             if not stat.S_ISLNK(os.lstat(candidate).st_mode):
                 return candidate
         except OSError:
-            return candidate
-        if _links >= _MAX_LINKS:
+            return candidate  # missing: the name stays as written, as the kernel would report ENOENT on it
+        if links >= _MAX_LINKS:
             raise DiscoveryError(f"too many levels of symbolic links resolving {path!r} in {self.base}")
         target = os.readlink(candidate)
-        return self.resolve(target if target.startswith("/") else f"{self.to_host(directory)}/{target}", _links + 1)
+        if target.startswith("/"):
+            return self.resolve(target, links + 1)
+        # `directory` holds no link: the target's leading `..` (sysfs's are all such) are its parents, lexically
+        where, rest = _parts(self.to_host(directory)), _parts(target)
+        while rest and rest[0] == "..":
+            rest.pop(0)
+            if where:
+                where.pop()
+        return self.resolve("/" + "/".join(where + rest), links + 1)
 
     def _resolve(self, parts: list[str], path: str) -> str:
         """Resolve component by component (the general case, and each directory once)."""
