@@ -54,6 +54,17 @@ def remember_runtime(path: str, runtime: str, nodes: tuple[str, ...] = (), cache
     """Write the fast file the native front end reads: the config's identity, the resolved runtime, and the
     GPU device node prefixes whose presence in a spec sends it to the Python shim. Best effort, same trust
     rules as the cache."""
+    _remember(path, ".fast", f"runtime {runtime}\nnodes {' '.join(nodes)}\n", cache_dir)
+
+
+def remember_state(path: str, state_dir: str, cache_dir: str | None = CACHE_DIR) -> None:
+    """Write the state file the hook's native front end reads (its poststop starts nothing where state_dir has
+    no tuning ledger): the config's identity and its state_dir. Best effort, same trust rules as the cache."""
+    _remember(path, ".state", f"state {state_dir}\n", cache_dir)
+
+
+def _remember(path: str, suffix: str, lines: str, cache_dir: str | None) -> None:
+    """The config's `suffix` file: its identity, then `lines`; written only when that changed."""
     if not cache_dir:
         return
     try:
@@ -63,8 +74,8 @@ def remember_runtime(path: str, runtime: str, nodes: tuple[str, ...] = (), cache
         key = "key absent"
     except OSError:
         return
-    text = f"{key}\nruntime {runtime}\nnodes {' '.join(nodes)}\n"
-    target = _cache_file(cache_dir, path) + ".fast"
+    text = f"{key}\n{lines}"
+    target = _cache_file(cache_dir, path) + suffix
     try:
         with open(target, "rb") as f:
             if f.read() == text.encode():
@@ -75,7 +86,7 @@ def remember_runtime(path: str, runtime: str, nodes: tuple[str, ...] = (), cache
         os.makedirs(cache_dir, mode=0o700, exist_ok=True)
         if not _trusted(os.stat(cache_dir)):
             return
-        from gpuhook.atomic import write_bytes  # written only when the config or the runtime changed
+        from gpuhook.atomic import write_bytes  # written only when the config or what it says changed
 
         write_bytes(target, text.encode(), mode=0o600)
     except OSError:
@@ -99,7 +110,7 @@ def prune_cache(cache_dir: str = CACHE_DIR) -> list[str]:
     except OSError:
         return removed
     for name in names:
-        base = name.removesuffix(".fast")
+        base = name.removesuffix(".fast").removesuffix(".state")
         if base.endswith(".tmp") or "%2F" not in base:
             continue
         config = base.replace("%2F", "/").replace("%25", "%")

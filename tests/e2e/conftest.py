@@ -134,6 +134,19 @@ def run_container(tmp_path: Path, base_rootfs: str) -> Run:
     return run
 
 
+def stop_container(cid: str, tries: int = 100) -> None:
+    """`runc kill -KILL`, wait for it to be stopped, `runc delete` (plain runc: config.json's poststop hooks run)."""
+    import time
+
+    subprocess.run(["runc", "kill", cid, "KILL"], capture_output=True, check=False)
+    for _ in range(tries):
+        state = subprocess.run(["runc", "state", cid], capture_output=True, text=True, check=False)
+        if state.returncode != 0 or '"status": "stopped"' in state.stdout:
+            break
+        time.sleep(0.05)
+    subprocess.run(["runc", "delete", cid], capture_output=True, check=False)
+
+
 def wait_ok(argv: list[str], what: str) -> None:
     """Until `argv` exits 0 (a daemon answers), for 30 s; RuntimeError naming `what` after that."""
     import time

@@ -51,13 +51,7 @@ class Tuned:
         return cid, r
 
     def stop(self, cid: str) -> None:
-        subprocess.run(["runc", "kill", cid, "KILL"], capture_output=True, check=False)
-        for _ in range(50):
-            state = subprocess.run(["runc", "state", cid], capture_output=True, text=True, check=False)
-            if state.returncode != 0 or '"status": "stopped"' in state.stdout:
-                break
-            time.sleep(0.05)
-        subprocess.run(["runc", "delete", cid], capture_output=True, check=False)
+        conftest.stop_container(cid, tries=50)
 
     def gpuhook(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([conftest.GPUHOOK, *args], env=self.env, capture_output=True, text=True, check=False)

@@ -32,10 +32,11 @@ from gpuhook.cli.launcher import write_launchers
 from gpuhook.testing.bundle import make_bundle, oci_config
 from gpuhook.testing.simulate import HostSpec, build_host
 
-from .conftest import HOOK_DIR
+from .conftest import HOOK_DIR, stop_container
 
 NATIVE = ("gpuhook-runtime", "gpuhook-hook", "gpuhook-createhook")
 NOBODY = 65534
+EMPTY_LEDGER = '{\n "leases": {},\n "seq": 7,\n "settings": {},\n "version": 1\n}\n'  # tuning/ledger.py's rendering
 NV0 = {"gpuhook.dev/gpus": "0", "gpuhook.dev/vendor": "nvidia"}
 AMD1 = {"gpuhook.dev/gpus": "1", "gpuhook.dev/vendor": "amd"}
 SEE = ("for f in /dev/nvidia* /dev/kfd /dev/dri/*; do [ -e $f ] && stat -c 'NODE %n %t:%T' $f; done; "
@@ -295,13 +296,7 @@ class Containers:
 
     def delete(self, cid: str) -> None:
         """`runc kill` and `runc delete`, plain runc (the poststop hook in config.json runs)."""
-        subprocess.run(["runc", "kill", cid, "KILL"], capture_output=True, check=False)
-        for _ in range(100):
-            state = subprocess.run(["runc", "state", cid], capture_output=True, text=True, check=False)
-            if state.returncode != 0 or '"status": "stopped"' in state.stdout:
-                break
-            time.sleep(0.05)
-        subprocess.run(["runc", "delete", cid], capture_output=True, check=False)
+        stop_container(cid)
 
 
 @pytest.fixture
@@ -339,6 +334,22 @@ def test_one_gpu_of_two_through_the_warm_path(site: Site, daemon: Daemon, contai
     r = containers.run(site.callers / "gpuhook-runtime", containers.bundle(SEEN[vendor][0], SEE), daemon.sock)
     _sees_its_gpu(r, vendor)
     assert _direct_path(site) == ""
+
+
+def test_a_burst_of_starts_is_served_warm_each_with_its_gpu(site: Site, daemon: Daemon, containers: Containers) -> None:
+    """Twelve containers at once, more than the daemon keeps waiting workers for: the rest queue for the next
+    forks (well within the second a caller waits for its acknowledgement), none takes the direct path."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    vendors = ["nvidia", "amd"] * 6
+    bundles = [containers.bundle(SEEN[v][0], SEE) for v in vendors]
+    start = time.monotonic()
+    with ThreadPoolExecutor(len(bundles)) as pool:
+        results = list(pool.map(lambda b: containers.run(site.callers / "gpuhook-runtime", b, daemon.sock), bundles))
+    for vendor, r in zip(vendors, results, strict=True):
+        _sees_its_gpu(r, vendor)
+    assert _direct_path(site) == ""
+    assert time.monotonic() - start < 30
 
 
 def test_refusal_through_the_warm_path(site: Site, daemon: Daemon, containers: Containers) -> None:
@@ -399,6 +410,33 @@ def test_hook_mode_through_the_native_hook(site: Site, daemon: Daemon, container
     assert set(_nodes(r.out)) == set(SEEN["nvidia"][1])
     assert "dlopen libcuda.so.1 ok cuDriverGetVersion=12040" in r.out
     assert _direct_path(site) == ""
+
+
+@pytest.mark.parametrize("ledger", [None, EMPTY_LEDGER, '{"leases": {}, "seq": 1, "settings": {}, "version": 1}'],
+                         ids=["no ledger", "an empty ledger", "a ledger not in gpuhook's empty form"])
+def test_a_poststop_with_nothing_to_restore_starts_nothing(site: Site, daemon: Daemon, containers: Containers,
+                                                           ledger: str | None) -> None:
+    """The poststop's own env has no helper: where it still starts no `gpuhook`, the native front end answered."""
+    def edit(spec: dict[str, Any]) -> None:
+        _hooked(site, site.callers, daemon.sock)(spec)
+        spec["hooks"]["poststop"][0]["env"] = [f"GPUHOOK_CONFIG={site.config}", "GPUHOOK_WARM_SOCKET="]
+
+    path = site.tmp / "state" / "ledger.json"
+    kept = path.read_bytes() if path.exists() else None
+    try:
+        if ledger is None:
+            path.unlink(missing_ok=True)
+        else:
+            path.write_text(ledger)
+        r = containers.run("runc", containers.bundle(NV0, SEE, edit=edit), daemon.sock)
+        assert r.rc == 0, r.err
+        assert set(_nodes(r.out)) == set(SEEN["nvidia"][1])
+        went = "hook poststop" in _direct_path(site)
+        assert went == (ledger is not None and ledger != EMPTY_LEDGER), _direct_path(site)
+    finally:
+        path.unlink(missing_ok=True)
+        if kept is not None:
+            path.write_bytes(kept)
 
 
 def test_the_hook_front_end_keeps_the_state_for_the_direct_path(site: Site, daemon: Daemon,
@@ -481,11 +519,11 @@ def test_an_empty_socket_setting_turns_the_helper_off(site: Site, containers: Co
     assert r.rc == 99
     assert _direct_path(site).splitlines() == [f"{site.callers}/gpuhook-runtime-py --log {r.log} --log-format json "
                                                f"run --bundle {b} {r.cid}"]
-    state = b'{"ociVersion": "1.0.2", "id": "x", "status": "stopped"}'
-    done = subprocess.run(["gpuhook", "hook", "poststop"], executable=site.callers / "gpuhook-hook", input=state,
+    state = b'{"ociVersion": "1.0.2", "id": "x", "status": "created", "pid": 1, "bundle": "/nowhere"}'
+    done = subprocess.run(["gpuhook", "hook", "prestart"], executable=site.callers / "gpuhook-hook", input=state,
                           env=containers.env(""), capture_output=True, timeout=30, check=False)
     assert done.returncode == 99
-    assert _direct_path(site).splitlines()[1:] == [f"{site.callers}/gpuhook hook poststop"]
+    assert _direct_path(site).splitlines()[1:] == [f"{site.callers}/gpuhook hook prestart"]
     assert Path(f"{site.marker}.stdin").read_bytes() == state
 
 

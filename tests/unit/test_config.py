@@ -160,3 +160,19 @@ def test_log_max_bytes_rotates_before_a_writer_opens(tmp_path: Path) -> None:
     assert '"event": "hello"' in log.read_text() and len(log.read_text()) < 1000
     logs.logger(config, "c2", "test").info("again")  # under the limit: no rotation
     assert (tmp_path / "gpuhook.log.1").read_text() == "x" * 2000 and "again" in log.read_text()
+
+
+def test_the_state_file_names_state_dir_under_the_configs_identity_and_is_pruned_with_it(tmp_path: Path) -> None:
+    from gpuhook.configfile import prune_cache, remember_state
+
+    cache, config = tmp_path / "cache", tmp_path / "c.toml"
+    config.write_text('state_dir = "/run/x"\n')
+    remember_state(str(config), "/run/x", str(cache))
+    (state,) = cache.iterdir()
+    assert state.name.endswith("c.toml.state") and "%2F" in state.name
+    st = config.stat()
+    assert state.read_text() == (f"key {st.st_dev} {st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns}\n"
+                                 "state /run/x\n")
+    assert oct(state.stat().st_mode & 0o777) == "0o600"
+    config.write_text('state_dir = "/run/y"\n')  # changed: its state file is no longer this config's
+    assert prune_cache(str(cache)) == [str(state)]

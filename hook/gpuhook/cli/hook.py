@@ -2,7 +2,8 @@
 
 prestart/createRuntime compute the same edits as the shim, apply what the spec does not already carry, live,
 inside the container, then take the container's leases and apply its tuning; poststop releases them and
-restores, and never fails the container's removal; update-ldcache is CDI's linker-cache hook. Every stage
+restores, and never fails the container's removal (its native front end, native/hook.c, answers a poststop
+itself where no tuning ledger exists); update-ldcache is CDI's linker-cache hook. Every stage
 reports a failure as one line on stderr (runc shows it, and puts it in its log) and a non-zero exit.
 """
 
@@ -14,6 +15,7 @@ import sys
 from gpuhook import fastjson, logs
 from gpuhook.apply import containers
 from gpuhook.config import Config, load
+from gpuhook.configfile import remember_state
 from gpuhook.errors import GpuhookError, SpecError
 from gpuhook.host.processes import start_time
 
@@ -82,6 +84,7 @@ def _prestart(state: dict[str, object]) -> None:
     if is_sandbox(spec.get("annotations") or {}):  # a pod's pause container: never GPUs, tuning or records
         return
     config = load()
+    remember_state(config.path, config.state_dir)  # for the native hook's poststop (native/hook.c)
     cid = str(state.get("id", ""))
     log = logs.logger(config, cid, "hook")
     try:
@@ -174,6 +177,7 @@ def _poststop(state: dict[str, object]) -> int:
     cid = found if isinstance(found, str) else ""
     try:
         config = load()
+        remember_state(config.path, config.state_dir)
         log = logs.logger(config, cid, "hook")
         containers.drop_gone(config.state_dir, cid)
         problems = _untune(config, cid)

@@ -31,9 +31,11 @@ def write_launchers(dest: str, python: str, path_entries: list[str]) -> dict[str
     native = build_front_end(dest)
     if native:
         written["gpuhook-runtime"] = native
+    from gpuhook.configfile import CACHE_DIR
+
     for source, name, what in (("createhook.c", "gpuhook-createhook", "the createContainer hook"),
                                ("hook.c", "gpuhook-hook", "the hook's front end")):
-        helper = build_native(dest, source, name, what)
+        helper = build_native(dest, source, name, what, f'-DCACHE_DIR="{CACHE_DIR}"')
         if helper:
             written[name] = helper
     return written

@@ -4,10 +4,8 @@
  * (gpuhook.dev/, or _VISIBLE_DEVICES: every vendor's env key ends so) and no GPU device node (the prefixes
  * the fast file lists, e.g. /dev/nvidia: --device, a device plugin) it execs the runtime with every argument
  * unchanged. Every other case, and any doubt, goes to the Python shim (gpuhook-runtime-py beside this
- * binary), which does the real work, or to the warm helper that has it loaded (warm.h) when one runs. The runtime's path comes from a "fast" file the Python shim writes
- * beside its config cache: the resolved runtime, keyed by the config file's identity and times. It is
- * believed only when root owns it (and its directory) and nobody else can write it, never through a
- * symlink; the TOML is never parsed here.
+ * binary), which does the real work, or to the warm helper that has it loaded (warm.h) when one runs. The
+ * runtime's path comes from the "fast" file the Python shim writes beside its config cache (cached.h).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -19,12 +17,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cached.h"
 #include "warm.h"
 
-#ifndef CACHE_DIR
-#define CACHE_DIR "/run/gpuhook/config-cache"
-#endif
-#define DEFAULT_CONFIG "/etc/gpuhook/config.toml"
 #define MAX_SPEC (16 << 20)
 
 static char **args;
@@ -55,8 +50,6 @@ static void to_python(void) {
     exit(1);
 }
 
-static int trusted(const struct stat *st) { return st->st_uid == geteuid() && !(st->st_mode & 022); }
-
 static int has(const char *buf, size_t len, const char *needle) { return memmem(buf, len, needle, strlen(needle)) != NULL; }
 
 int main(int argc, char **argv) {
@@ -82,38 +75,10 @@ int main(int argc, char **argv) {
         }
         if (!takes && a[0] != '-' && !command) command = a;
     }
-    /* the runtime, from the fast file the Python shim keeps */
-    const char *config = getenv("GPUHOOK_CONFIG");
-    int named = config && *config;
-    if (!named) config = DEFAULT_CONFIG;
-    char key[256];
-    struct stat cst;
-    if (stat(config, &cst) == 0)
-        snprintf(key, sizeof key, "key %llu %llu %lld %lld%09ld %lld%09ld", (unsigned long long)cst.st_dev,
-                 (unsigned long long)cst.st_ino, (long long)cst.st_size, (long long)cst.st_mtim.tv_sec,
-                 cst.st_mtim.tv_nsec, (long long)cst.st_ctim.tv_sec, cst.st_ctim.tv_nsec);
-    else if (errno == ENOENT && !named)
-        snprintf(key, sizeof key, "key absent");
-    else
-        to_python(); /* a config that must exist and does not: the Python shim says so */
-    char fast[PATH_MAX * 3 + 64];
-    int w = snprintf(fast, sizeof fast, "%s/", CACHE_DIR);
-    for (const char *p = config; *p && w < (int)sizeof fast - 8; p++)
-        w += *p == '/' ? snprintf(fast + w, sizeof fast - w, "%%2F")
-           : *p == '%' ? snprintf(fast + w, sizeof fast - w, "%%25") : snprintf(fast + w, sizeof fast - w, "%c", *p);
-    snprintf(fast + w, sizeof fast - w, ".fast");
-    struct stat dst, fst;
-    if (stat(CACHE_DIR, &dst) != 0 || !trusted(&dst)) to_python();
-    int fd = open(fast, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0 || fstat(fd, &fst) != 0 || !trusted(&fst)) to_python();
+    /* the runtime, from the fast file the Python shim keeps (cached.h) */
     char text[PATH_MAX + 512];
-    ssize_t n = read(fd, text, sizeof text - 1);
-    close(fd);
-    if (n <= 0) to_python();
-    text[n] = 0;
-    char *line2 = strchr(text, '\n');
-    if (!line2 || (size_t)(line2 - text) != strlen(key) || strncmp(text, key, strlen(key)) != 0) to_python();
-    char *runtime = line2 + 1;
+    char *runtime = cached_lines(".fast", text, sizeof text);
+    if (!runtime) to_python();
     if (strncmp(runtime, "runtime /", 9) != 0) to_python();
     runtime += 8;
     char *end = strchr(runtime, '\n');
