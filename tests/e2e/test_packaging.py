@@ -45,7 +45,8 @@ def test_one_executable_is_cli_shim_and_hook(binary: Path, tmp_path: Path, base_
     # the tuning hooks the binary's shim added ran the binary too: set for the container's life, then reset
     assert (host / "var/lib/gpuhook-sim/nvml.log").read_text().split()[::4] == ["set-clocks", "reset-clocks"]
     spec = json.loads((bundle / "config.json").read_text())
-    assert spec["hooks"]["prestart"][0]["path"] == str(binary / "gpuhook")
+    # the hooks' native front end, beside the binary, which it runs (no warm helper here)
+    assert spec["hooks"]["prestart"][0]["path"] == str(binary / "gpuhook-hook")
     hook = subprocess.run([binary / "nvidia-container-runtime-hook", "-version"], capture_output=True, text=True)
     assert "compatible with NVIDIA Container Runtime Hook" in hook.stdout  # Docker's --gpus hook is the binary too
 
