@@ -1,7 +1,9 @@
 """The one whole-file writer: temp (O_EXCL, never through a link) in the same directory, fsync, rename.
 
-config.json is written without the fsync: it is read by the runtime a moment later and worth nothing after a
-crash (the engine writes the bundle anew); up to 1.7 ms per GPU container on a disk-backed bundle (Podman's).
+config.json, container records and procfs copies are written without the fsync (durable=False): the runtime
+reads config.json a moment later and the engine writes the bundle anew after a crash; a record names a live
+container and after a power loss none is; a copy is rebuilt whenever it does not match the host. On a disk (a
+Podman bundle, a state_dir not on tmpfs) each fsync cost 1.7-4 ms of a GPU container's start.
 
 Every whole file gpuhook writes goes through here: config.json, the ledger and its .prev, container
 records, the config cache and the front end's fast file, engine configs, CDI specs, procfs copies and

@@ -49,7 +49,8 @@ class ContainerRecord:
 
 
 def save(state_dir: str, rec: ContainerRecord) -> None:
-    """Write a container's file (atomically). Writes a file."""
+    """Write a container's file (atomically; not fsynced: a record names a live container, and after a power loss
+    none is, while an unreadable record is skipped by every reader). Writes a file."""
     directory = os.path.join(ensure(state_dir), "containers")
     os.makedirs(directory, mode=0o700, exist_ok=True)
     write_text(os.path.join(directory, rec.file_name()),
@@ -57,7 +58,7 @@ def save(state_dir: str, rec: ContainerRecord) -> None:
                                "runtime_root": rec.runtime_root, "pid": rec.pid, "start_time": rec.start_time,
                                "gpus": list(rec.gpus), "creator": rec.creator, "creator_start": rec.creator_start,
                                "copies": list(rec.copies), "pod": rec.pod, "namespace": rec.namespace,
-                               "container": rec.container}), mode=0o644)
+                               "container": rec.container}), mode=0o644, durable=False)
 
 
 def alive(rec: ContainerRecord) -> bool:

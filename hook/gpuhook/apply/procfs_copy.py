@@ -40,9 +40,9 @@ def write(state_dir: str, copy: ProcfsCopy) -> ProcOverlay:
     for rel, text in files.items():
         path = os.path.join(tmp, name, rel)
         os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
-        write_text(path, text, mode=0o444)
+        write_text(path, text, mode=0o444, durable=False)  # rebuilt from the host whenever it does not match
     os.makedirs(os.path.join(tmp, name), mode=0o755, exist_ok=True)
-    write_text(final + CONTENT, content, mode=0o444)  # beside the copy, never inside what is mounted
+    write_text(final + CONTENT, content, mode=0o444, durable=False)  # beside the copy, never in what is mounted
     try:
         os.rename(tmp, final)
     except OSError:  # another container made the same copy first
@@ -64,7 +64,7 @@ def _same_files(directory: str, name: str, files: dict[str, str], content: str) 
         with open(os.path.join(top, rel)) as f:
             if f.read() != text:
                 return False
-    write_text(directory + CONTENT, content, mode=0o444)
+    write_text(directory + CONTENT, content, mode=0o444, durable=False)
     return True
 
 
