@@ -64,9 +64,10 @@ def serve(path: str = "", spares: int = SPARES) -> int:
         while _installation() == installed:
             while len(waiting) < spares:
                 memo = os.memfd_create("gpuhook-warm-pages") if served < LEARN_FROM else -1
+                me = os.getpid()
                 pid = os.fork()
                 if pid == 0:
-                    os._exit(_child(listener, taken_r, taken_w, hot, memo))
+                    os._exit(_child(listener, taken_r, taken_w, hot, memo, me))
                 waiting.add(pid)
                 served += 1
                 if memo >= 0:
@@ -108,25 +109,24 @@ def _reap(waiting: set[int], taken: int, learning: dict[int, int], hot: set[int]
             os.close(memo)
 
 
-def _child(listener: socket.socket, taken_r: int, taken_w: int, hot: set[int], memo: int) -> int:
+def _child(listener: socket.socket, taken_r: int, taken_w: int, hot: set[int], memo: int, daemon: int) -> int:
     """The forked worker's whole life; never returns into the daemon's loop, whatever happens."""
     try:
         for signo in (signal.SIGTERM, signal.SIGINT):  # the daemon's handler would run its cleanup here
             signal.signal(signo, signal.SIG_DFL)
         os.close(taken_r)
-        return _spare(listener, taken_w, hot, memo)
+        return _spare(listener, taken_w, hot, memo, daemon)
     except BaseException:  # a worker's failure is its caller's direct path, never the daemon's loop
         return 1
 
 
-def _spare(listener: socket.socket, taken: int, hot: set[int], memo: int) -> int:
+def _spare(listener: socket.socket, taken: int, hot: set[int], memo: int, daemon: int) -> int:
     """A worker: copy the pages calls write now, while no call waits, then take one call (and report the pages
     it wrote in `memo`, when the daemon is still learning them)."""
     from gpuhook.cli import warm_memory
 
-    daemon = os.getppid()
     _parent_death(signal.SIGTERM)  # a waiting worker goes with its daemon
-    if os.getppid() != daemon:
+    if os.getppid() != daemon:  # it went before the line above: nobody would end this worker
         return 0
     warm_memory.populate(hot)
     ranges = warm_memory.writable() if memo >= 0 else []
