@@ -70,8 +70,9 @@ def configure(args: argparse.Namespace) -> int:
         outcome = revert(args.engine, path, args.dry_run)
     else:
         cdi = args.cdi or (args.engine == "containerd" and _containerd_has_cdi())
-        front = os.path.join(here, "gpuhook-hook")  # the hook's native front end (the warm helper, else gpuhook)
-        hook = front if os.access(front, os.X_OK) else os.path.join(here, "gpuhook")
+        from gpuhook.cli.launcher import beside
+
+        hook = beside(here, "gpuhook-hook", os.path.join(here, "gpuhook"))  # the hook's native front end, else gpuhook
         wanted = Wanted(os.path.abspath(args.runtime_path or os.path.join(here, "gpuhook-runtime")), hook,
                         config_path()[0], args.set_default, cdi)
         outcome = configure(args.engine, path, wanted, args.dry_run)

@@ -172,15 +172,16 @@ def release_count_lock() -> None:
 
 def _edited(spec: Spec, bundle: str, container_id: str, config: Config, runtime_root: str,
             me: int) -> tuple[Spec | None, tuple[str, ...]]:
+    from gpuhook.apply.create_hook import NAME
     from gpuhook.apply.spec import apply_with, drop_hooks, rootfs
+    from gpuhook.cli.launcher import beside
     from gpuhook.edits import SpecContext
     from gpuhook.errors import ConfigError
     from gpuhook.request.docker_flag import is_gpus_hook
 
     here = os.path.dirname(os.path.abspath(sys.argv[0]))
     gpuhook_bin = os.path.join(here, "gpuhook")
-    front = os.path.join(here, "gpuhook-hook")  # the hook's native front end (the warm helper, else gpuhook)
-    hook_bin = front if os.access(front, os.X_OK) else gpuhook_bin
+    hook_bin = beside(here, "gpuhook-hook", gpuhook_bin)  # the hook's native front end (the warm helper, else gpuhook)
     prepared = prepare(spec, bundle, config, logs.logger(config, container_id, "shim"), hook_bin, container_id)
     if prepared is None:
         return None, ()
@@ -192,7 +193,7 @@ def _edited(spec: Spec, bundle: str, container_id: str, config: Config, runtime_
 
         make_mountpoint(config.state_dir)
     ctx = SpecContext(rootfs(spec, bundle), config.ldconfig, config.hook_timeout, config.state_dir,
-                      _helper(here), gpuhook_bin, config.path)
+                      beside(here, NAME), gpuhook_bin, config.path)  # "": a shell per copy, Python's refresh
     new = apply_with(spec, prepared.edits, ctx)
     drop_hooks(new, "prestart", is_gpus_hook)  # Docker's --gpus hook: its work is done (a hook would not know)
     from gpuhook.host.processes import start_time
@@ -207,15 +208,6 @@ def _edited(spec: Spec, bundle: str, container_id: str, config: Config, runtime_
     recheck_leases(config.state_dir, record)
     count_prepared(config.state_dir, prepared)
     return new, prepared.warnings
-
-
-def _helper(here: str) -> str:
-    """The native createContainer hook beside gpuhook-runtime, "" where it was not built (then a shell hook per
-    procfs copy and the Python cache refresh do its work)."""
-    from gpuhook.apply.create_hook import NAME
-
-    path = os.path.join(here, NAME)
-    return path if os.access(path, os.X_OK) else ""
 
 
 def count_prepared(state_dir: str, prepared: Prepared) -> None:

@@ -41,6 +41,12 @@ def write_launchers(dest: str, python: str, path_entries: list[str]) -> dict[str
     return written
 
 
+def beside(here: str, name: str, fallback: str = "") -> str:
+    """The native `name` in `here` where it was built, else `fallback` (the Python path that does its work)."""
+    path = os.path.join(here, name)
+    return path if os.access(path, os.X_OK) else fallback
+
+
 def build_front_end(dest: str) -> str | None:
     """Compile the native pass-through front end into dest/gpuhook-runtime (the Python shim stays as
     gpuhook-runtime-py beside it); None, leaving the Python launcher in place, without a C compiler."""

@@ -177,7 +177,7 @@ def _preload() -> None:
 
 def _preload_amdsmi() -> None:
     """amdsmi, bound to the library of the host this daemon's config names, where it has one (a call on
-    another host root imports it anew: tuning/amd.py)."""
+    another host root imports it anew: host/amd_smi.py)."""
     from gpuhook.config import load
     from gpuhook.errors import GpuhookError
     from gpuhook.host.root import Root
@@ -185,9 +185,9 @@ def _preload_amdsmi() -> None:
     try:
         rocm = Root(load().host_root).resolve("/opt/rocm")
         if os.path.exists(os.path.join(rocm, "lib/libamd_smi.so")):
-            from gpuhook.tuning.amd import load_amdsmi
+            from gpuhook.host import amd_smi
 
-            load_amdsmi(rocm)
+            amd_smi.load(rocm)
     except (GpuhookError, OSError, ImportError, ValueError):
         return  # the workers import it themselves, as the direct path does
 

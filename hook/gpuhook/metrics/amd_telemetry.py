@@ -25,10 +25,10 @@ class AmdSmiTelemetry:
     """One amdsmi session on the host root's libamd_smi.so; close() ends it."""
 
     def __init__(self, rocm_dir: str) -> None:
-        os.environ["ROCM_PATH"] = rocm_dir  # where amdsmi looks for lib/libamd_smi.so; this process only
-        try:
-            import amdsmi
+        from gpuhook.host import amd_smi
 
+        try:
+            amdsmi = amd_smi.load(rocm_dir)
             self._smi: ModuleType = amdsmi
             amdsmi.amdsmi_init()
             self._handles = {amdsmi.amdsmi_get_gpu_device_bdf(h): h for h in amdsmi.amdsmi_get_processor_handles()}

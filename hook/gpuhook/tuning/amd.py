@@ -19,31 +19,13 @@ _LEVELS = {"auto": "AUTO", "low": "LOW", "high": "HIGH", "manual": "MANUAL", "pr
            "profile_min_sclk": "STABLE_MIN_SCLK", "perf_determinism": "DETERMINISM"}
 
 
-_loaded_for: list[str] = []  # the ROCm dir whose libamd_smi the imported amdsmi bound (it binds at import)
-
-
-def load_amdsmi(rocm_dir: str) -> ModuleType:
-    """amdsmi bound to `rocm_dir`/lib/libamd_smi.so: imported once per process for one dir (the warm helper
-    imports it ahead for the host's; a call for another host root imports it anew). Changes ROCM_PATH."""
-    import sys
-
-    if _loaded_for and _loaded_for[0] != rocm_dir:
-        for name in [m for m in sys.modules if m == "amdsmi" or m.startswith("amdsmi.")]:
-            del sys.modules[name]
-        _loaded_for.clear()
-    os.environ["ROCM_PATH"] = rocm_dir  # where amdsmi looks for lib/libamd_smi.so; this process only
-    import amdsmi
-
-    _loaded_for[:] = [rocm_dir]
-    module: ModuleType = amdsmi
-    return module
-
-
 class AmdSmiBackend:
     """amdsmi (the package) on the host root's libamd_smi.so."""
 
     def __init__(self, rocm_dir: str) -> None:
-        amdsmi = load_amdsmi(rocm_dir)
+        from gpuhook.host import amd_smi
+
+        amdsmi = amd_smi.load(rocm_dir)
         self._smi: ModuleType = amdsmi
         try:
             amdsmi.amdsmi_init()
