@@ -342,20 +342,19 @@ def _report(variants: list[Variant], modes: tuple[str, ...], args: argparse.Name
         print(f"note: {note}")
     titles = {"cycle": "create, start, wait for init, delete (each call through the runtime)",
               "run": "`run` (reference: one call; the runtime waits for the container)"}
+    medians = {v.name: statistics.median(v.times[modes[0]]) for v in variants}
     for mode in modes:
         print(f"\n{titles[mode]}:\n")
         _table(variants, mode)
         if mode == modes[0]:
-            medians = {v.name: statistics.median(v.times[mode]) for v in variants}
             for prefix in (p for p in ("", WARM) if any(n.startswith(f"{p}gpuhook nvidia") for n in medians)):
                 _targets(medians, mode, prefix)
     if not (REPO / "dist/gpuhook/gpuhook-runtime").exists():
         print("\nPyInstaller binary: not built (bash packaging/build-binary.sh)")
-    medians = {v.name: statistics.median(v.times[modes[0]]) for v in variants}
     for prefix in ("", WARM):
-        if f"{prefix}{LOG_FILE}" in medians and f"{prefix}gpuhook nvidia 1 of 8 GPUs" in medians:
-            added = medians[f"{prefix}{LOG_FILE}"] - medians[f"{prefix}gpuhook nvidia 1 of 8 GPUs"]
-            print(f"\n{prefix}log_file adds {added * 1000:.1f} ms per GPU container (median difference)")
+        added = _log_file_ms(_rows(medians, prefix))
+        if added is not None:
+            print(f"\n{prefix}log_file adds {added:.1f} ms per GPU container (median difference)")
         _report_scaling(medians, prefix)
 
 
@@ -374,7 +373,7 @@ def _targets(medians: dict[str, float], mode: str, prefix: str) -> None:
     direct path's): one `target  measured  ok|MISS` line each (never fails)."""
     ratio = {name.removeprefix(prefix): med / medians[BASELINE] for name, med in medians.items()
              if name.startswith(prefix) or name == PASS_THROUGH}
-    own = {name.removeprefix(prefix): med for name, med in medians.items() if name.startswith(prefix)}
+    own = _rows(medians, prefix)
     checks = [("pass-through ratio <= 1.03", ratio.get(PASS_THROUGH), 1.03)]
     for vendor in VENDORS:
         checks += [(f"{vendor} 1 of 8 ratio <= 1.5", ratio.get(f"gpuhook {vendor} 1 of 8 GPUs"), 1.5),
@@ -385,8 +384,7 @@ def _targets(medians: dict[str, float], mode: str, prefix: str) -> None:
         if len(points) > 1:
             (low, t_low), (high, t_high) = points[0], points[-1]
             checks.append((f"{vendor} ratio({high})/ratio({low}) <= 1.15", t_high / t_low, 1.15))
-    if LOG_FILE in own and "gpuhook nvidia 1 of 8 GPUs" in own:
-        checks.append(("log_file ms <= 3", (own[LOG_FILE] - own["gpuhook nvidia 1 of 8 GPUs"]) * 1000, 3.0))
+    checks.append(("log_file ms <= 3", _log_file_ms(own), 3.0))
     which = "through the warm helper" if prefix else "direct path"
     print(f"\ntargets, {which} ({mode} medians; for reading, never enforced):")
     measured = [(label, value, limit) for label, value, limit in checks if value is not None]
@@ -394,6 +392,18 @@ def _targets(medians: dict[str, float], mode: str, prefix: str) -> None:
         print(f"  {label:<36} {value:6.2f}  {'ok' if value <= limit else 'MISS'}")
     if not measured:
         print("  (no target's row was measured)")
+
+
+def _rows(medians: dict[str, float], prefix: str) -> dict[str, float]:
+    """The medians of the rows named with `prefix` (the warm helper's, or "" for all), by name without it."""
+    return {name.removeprefix(prefix): med for name, med in medians.items() if name.startswith(prefix)}
+
+
+def _log_file_ms(own: dict[str, float]) -> float | None:
+    """What a log_file adds to the NVIDIA 1-GPU row (ms), where both rows ran."""
+    if LOG_FILE in own and "gpuhook nvidia 1 of 8 GPUs" in own:
+        return (own[LOG_FILE] - own["gpuhook nvidia 1 of 8 GPUs"]) * 1000
+    return None
 
 
 def _scaling(medians: dict[str, float], vendor: str) -> list[tuple[int, float]]:
@@ -405,7 +415,7 @@ def _scaling(medians: dict[str, float], vendor: str) -> list[tuple[int, float]]:
 def _report_scaling(medians: dict[str, float], prefix: str) -> None:
     """Per vendor: the ratio of the largest scaling point's ratio to the smallest's, and the cost of each added
     GPU between the points (linear growth keeps it flat), for the rows named with `prefix`."""
-    own = {name.removeprefix(prefix): med for name, med in medians.items() if name.startswith(prefix)}
+    own = _rows(medians, prefix)
     for vendor in VENDORS:
         points = _scaling(own, vendor)
         if len(points) < 2:
