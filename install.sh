@@ -11,16 +11,29 @@
 #                              regenerate them after a driver change (gpuhook-cdi-refresh.path)
 #   ./install.sh --warm        also enable the optional warm helper (gpuhook-warm.service): GPU containers and
 #                              gpuhook's hooks start without a Python start of their own
+#   ./install.sh --no-native   install without the native front ends (gpuhook-runtime, gpuhook-hook,
+#                              gpuhook-createhook): every container then starts Python (about twice runc's cost);
+#                              without it a front end that does not build stops the install (exit 1)
 #   ./install.sh --no-nvidia-hook  do not link nvidia-container-runtime-hook (Docker's --gpus hook) into the bin dir;
 #                              it is never linked where NVIDIA's container toolkit provides one
 # Dependencies are pinned (packaging/constraints.txt); a release tarball carries their wheels in
 # packaging/wheels and then installs offline.
 # Idempotent: running it again upgrades in place.
 set -euo pipefail
+started=$(date +%s)
+step() { echo "gpuhook install [$(( $(date +%s) - started ))s]: $*"; }
+# gpuhook's own executable, whatever link or prefix leads to it: a gpuhook launcher names gpuhook's module in its
+# first lines; the single binary is called gpuhook (its hook is a link to it). NVIDIA's hook is neither.
+is_gpuhooks() {
+  local real
+  real=$(readlink -f "$1" 2>/dev/null) || return 1
+  [ "$(basename "$real")" = gpuhook ] && return 0
+  head -c 512 "$real" 2>/dev/null | grep -q 'gpuhook\.cli\.'
+}
 src=$(cd "$(dirname "$0")" && pwd)
 prefix=${GPUHOOK_PREFIX:-/opt/gpuhook}
 bindir=${GPUHOOK_BINDIR:-/usr/local/bin}
-config=/etc/gpuhook/config.toml
+config=${GPUHOOK_CONFIG:-/etc/gpuhook/config.toml}  # where the config is written if missing (the runtime reads GPUHOOK_CONFIG too)
 demo=0
 configure=""
 uninstall=0
@@ -28,6 +41,7 @@ binary=""
 cdi=0
 warm=0
 nvidia_hook=1
+native=--require-native
 hook=nvidia-container-runtime-hook
 units="gpuhook-cdi-refresh.path gpuhook-cdi-refresh.service"
 unitdir=${GPUHOOK_UNITDIR:-/etc/systemd/system}
@@ -40,10 +54,11 @@ while [ $# -gt 0 ]; do
     --cdi) cdi=1 ;;
     --warm) warm=1 ;;
     --no-nvidia-hook) nvidia_hook=0 ;;
+    --no-native) native=--no-native ;;
     --binary) binary="${2:-}"; shift ;;
     --binary=*) binary="${1#*=}" ;;
     *) echo "usage: $0 [--demo] [--configure docker,containerd,crio,podman] [--binary DIR] [--cdi] [--warm]" \
-            "[--no-nvidia-hook] | --uninstall" >&2
+            "[--no-nvidia-hook] [--no-native] | --uninstall" >&2
        exit 2 ;;
   esac
   shift
@@ -76,6 +91,7 @@ if command -v apt-get >/dev/null 2>&1; then
   for pkg in $pkgs; do dpkg -s "$pkg" >/dev/null 2>&1 || need="$need $pkg"; done
   "$py" -c 'import ensurepip' >/dev/null 2>&1 || need="$need python3-venv"
   if [ -n "$need" ]; then
+    step "installing Debian packages:$need (apt-get)"
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $need >/dev/null
   fi
@@ -87,7 +103,8 @@ if [ -n "$binary" ]; then
   rm -rf "$prefix.new" && mkdir -p "$prefix.new" && cp -a "$binary" "$prefix.new/bin"
   rm -rf "$prefix" && mv "$prefix.new" "$prefix"
 else
-  [ -x "$prefix/bin/python" ] || "$py" -m venv "$prefix"
+  [ -x "$prefix/bin/python" ] || { step "creating the virtualenv $prefix"; "$py" -m venv "$prefix"; }
+  step "installing gpuhook and its pinned dependencies into $prefix (pip)"
   pip_args=(-q --disable-pip-version-check -c "$src/packaging/constraints.txt")
   if [ -d "$src/packaging/wheels" ]; then pip_args+=(--no-index --find-links "$src/packaging/wheels"); fi
   "$prefix/bin/pip" install "${pip_args[@]}" "$src"
@@ -96,30 +113,35 @@ else
   # without a GPU request never start Python); without one gpuhook-runtime is the Python shim itself
   purelib=$("$prefix/bin/python3" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   platlib=$("$prefix/bin/python3" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
-  "$prefix/bin/python3" -m gpuhook.cli.launcher "$prefix/bin" "$purelib" "$platlib" >/dev/null
+  [ "$native" = --no-native ] || step "building the native front ends (gpuhook-runtime, gpuhook-hook, gpuhook-createhook)"
+  # a front end that does not build: its one line (what failed, and --no-native), and exit 1
+  "$prefix/bin/python3" -m gpuhook.cli.launcher "$native" "$prefix/bin" "$purelib" "$platlib" >/dev/null || exit 1
 fi
 mkdir -p "$bindir"
 for b in gpuhook gpuhook-runtime gpuhook-createhook gpuhook-hook; do
-  if [ -e "$prefix/bin/$b" ]; then ln -sfn "$prefix/bin/$b" "$bindir/$b"; fi
+  if [ -e "$prefix/bin/$b" ]; then
+    ln -sfn "$prefix/bin/$b" "$bindir/$b"
+  elif [ "$(readlink "$bindir/$b" 2>/dev/null)" = "$prefix/bin/$b" ]; then
+    rm -f "$bindir/$b"  # an earlier install's native front end, not built this time
+  fi
 done
 # Docker's --gpus runs an executable named nvidia-container-runtime-hook found on dockerd's PATH: gpuhook's, unless
 # NVIDIA's container toolkit has one (never replaced, never shadowed: a link here would come first on PATH)
 if [ -e "$prefix/bin/$hook" ]; then
-  ours=$(readlink -f "$prefix/bin/$hook")
   theirs=""
-  for d in /usr/local/sbin /usr/local/bin /usr/sbin /usr/bin /sbin /bin; do
-    if [ -x "$d/$hook" ] && [ "$(readlink -f "$d/$hook")" != "$ours" ]; then theirs="$d/$hook"; break; fi
+  for d in "$bindir" /usr/local/sbin /usr/local/bin /usr/sbin /usr/bin /sbin /bin; do
+    if [ -x "$d/$hook" ] && ! is_gpuhooks "$d/$hook"; then theirs="$d/$hook"; break; fi
   done
   if [ -n "$theirs" ] || [ "$nvidia_hook" = 0 ]; then
     [ "$(readlink "$bindir/$hook" 2>/dev/null)" = "$prefix/bin/$hook" ] && rm -f "$bindir/$hook"
     [ -n "$theirs" ] && echo "kept $theirs (NVIDIA's container toolkit): docker run --gpus uses it, not gpuhook's"
-  elif [ ! -e "$bindir/$hook" ] || [ "$(readlink "$bindir/$hook")" = "$prefix/bin/$hook" ]; then
+  elif [ ! -e "$bindir/$hook" ] || is_gpuhooks "$bindir/$hook"; then
     ln -sfn "$prefix/bin/$hook" "$bindir/$hook"
     echo "linked $bindir/$hook: restart dockerd once (it looks for the hook at start) for docker run --gpus"
   fi
 fi
 if [ ! -e "$config" ]; then
-  install -D -m 0644 "$src/runtime-config/config.toml" "$config"
+  install -D -m 0644 "$src/hook/gpuhook/config.default.toml" "$config"
   echo "wrote $config"
 fi
 echo "installed gpuhook $("$prefix/bin/gpuhook" version | cut -d' ' -f2) in $prefix; shim: $bindir/gpuhook-runtime"

@@ -14,13 +14,12 @@ python=${PYTHON:-.venv/bin/python}
   --hidden-import amdsmi.amdsmi_wrapper --hidden-import amdsmi.amdsmi_exception --collect-submodules tomlkit \
   packaging/gpuhook_main.py
 cd dist/gpuhook
+case "$python" in /*) ;; */*) python="$(cd ../.. && pwd)/$python" ;; esac
 ln -sfn gpuhook gpuhook-runtime-py
 ln -sfn gpuhook nvidia-container-runtime-hook   # Docker's --gpus hook (gpuhook.cli.nvidia_hook)
-if command -v cc >/dev/null 2>&1; then
-  cc -O2 -o gpuhook-runtime ../../hook/gpuhook/cli/native/runtime.c   # the front end; Python behind it
-  cc -O2 -o gpuhook-createhook ../../hook/gpuhook/cli/native/createhook.c   # the createContainer hook
-  cc -O2 -o gpuhook-hook ../../hook/gpuhook/cli/native/hook.c   # the hook's front end (the warm helper, else gpuhook)
-else
-  ln -sfn gpuhook gpuhook-runtime
-fi
+# the native front ends (gpuhook-runtime, gpuhook-createhook, gpuhook-hook), built by the code install.sh uses, with
+# the digest of their sources beside them for `gpuhook doctor`; a binary without them is not built
+echo "build-binary.sh: building the native front ends"
+PYTHONPATH=../../hook "$python" -m gpuhook.cli.launcher --build-only . \
+  || { echo "build-binary.sh: stopped: install gcc and libc6-dev" >&2; exit 1; }
 echo "built $(pwd)/gpuhook ($(du -sh . | cut -f1))"

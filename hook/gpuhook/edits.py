@@ -343,8 +343,8 @@ def _ldcache_to_spec(spec: Spec, dirs: tuple[str, ...], edits: Edits, ctx: SpecC
         create_hook.add(_list(_object(spec, "hooks"), "createContainer"), ctx.helper, ctx.root_path, part,
                         ctx.hook_timeout)
     else:
-        _add_hook(spec, "createContainer", linker_cache.python_hook(dirs, ctx.gpuhook_bin, ctx.config_path,
-                                                                    ctx.hook_timeout))
+        _add_hook(spec, "createContainer", linker_cache.python_hook(dirs, edits.mounts, ctx.gpuhook_bin,
+                                                                    ctx.config_path, ctx.hook_timeout))
 
 
 def _ldcache_in_spec(spec: Spec) -> set[object]:
@@ -390,9 +390,11 @@ def _hooks_to_cdi(out: dict[str, Any], hooks: tuple[Hook, ...], _: Edits, __: Cd
     out.setdefault("hooks", []).extend({"hookName": h.stage, **_hook_dict(h)} for h in hooks)
 
 
-def _ldcache_to_cdi(out: dict[str, Any], dirs: tuple[str, ...], _: Edits, ctx: CdiContext) -> None:
+def _ldcache_to_cdi(out: dict[str, Any], dirs: tuple[str, ...], edits: Edits, ctx: CdiContext) -> None:
     """A CDI spec cannot know the container's root: gpuhook's own hook refreshes the cache from the state."""
-    args = ["gpuhook", "hook", "update-ldcache"] + [a for d in dirs for a in ("--folder", d)]
+    from gpuhook.apply.linker_cache import python_args
+
+    args = python_args(dirs, ((m.host_path, m.container_path) for m in edits.mounts))
     out.setdefault("hooks", []).append({"hookName": "createContainer", "path": ctx.gpuhook_bin, "args": args,
                                         "env": [f"GPUHOOK_CONFIG={ctx.config_path}"], "timeout": ctx.hook_timeout})
 

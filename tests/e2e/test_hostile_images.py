@@ -142,10 +142,12 @@ def test_an_ld_so_conf_that_is_a_fifo_cannot_hang_the_start(mixed_host: str, run
         assert subprocess.run(["runc", "state", r.cid], capture_output=True, check=False).returncode != 0
 
 
+@pytest.mark.parametrize("named", [True, False], ids=["mounts-named", "older-spec"])
 def test_cdis_linker_cache_hook_writes_nothing_into_a_volume(mixed_host: str, run_container: Run,
-                                                            tmp_path: Path) -> None:
+                                                            tmp_path: Path, named: bool) -> None:
     """The spec a CDI consumer makes from gpuhook's CDI spec (driver files mounted, `gpuhook hook update-ldcache`
-    as the createContainer hook), run by plain runc against the same hostile image."""
+    as the createContainer hook, naming its mounts, or as an older gpuhook wrote it), run by plain runc against the
+    same hostile image."""
     vol = _volume(tmp_path)
     before = sorted(os.listdir(vol))
     libs = Path(mixed_host, LIB).iterdir()
@@ -157,7 +159,8 @@ def test_cdis_linker_cache_hook_writes_nothing_into_a_volume(mixed_host: str, ru
         spec["mounts"].append({"destination": f"/{LIB}/{libcuda.name}", "type": "bind",  # type: ignore[attr-defined]
                                "source": str(libcuda), "options": ["ro", "nosuid", "nodev", "bind"]})
         spec["hooks"] = {"createContainer": [{"path": conftest.GPUHOOK, "args": [
-            "gpuhook", "hook", "update-ldcache", "--folder", f"/{LIB}"], "env": [f"GPUHOOK_CONFIG={cfg}"],
+            "gpuhook", "hook", "update-ldcache", "--folder", f"/{LIB}",
+            *(["--mount", str(libcuda), f"/{LIB}/{libcuda.name}"] if named else [])], "env": [f"GPUHOOK_CONFIG={cfg}"],
             "timeout": 30}]}
 
     cfg.write_text(f'host_root = "{mixed_host}"\nstate_dir = "{tmp_path / "state"}"\n')

@@ -58,10 +58,18 @@ def helper_part(ldconfig: str, dirs: tuple[str, ...], mounts: tuple[Mount, ...],
     return create_hook.ldcache_part(mountpoint(state_dir), ldconfig, pairs, dirs)
 
 
-def python_hook(dirs: tuple[str, ...], gpuhook_bin: str, config_path: str, timeout: int) -> dict[str, Any]:
+def python_args(dirs: tuple[str, ...], mounts: Iterable[tuple[str, str]]) -> list[str]:
+    """`gpuhook hook update-ldcache` with the directories to list and the (source, destination) library mounts
+    the refresh binds back, files and directories alike: what the native helper is given (helper_part)."""
+    pairs = library_mounts(mounts, dirs)
+    return [*_PYTHON, *(a for d in dirs for a in ("--folder", d)), *(a for p in pairs for a in ("--mount", *p))]
+
+
+def python_hook(dirs: tuple[str, ...], mounts: tuple[Mount, ...], gpuhook_bin: str, config_path: str,
+                timeout: int) -> dict[str, Any]:
     """The createContainer hook (shim mode) where the native helper was not built: the Python hook, the same
-    refresh, slower to start."""
-    return {"path": gpuhook_bin, "args": [*_PYTHON, *(a for d in dirs for a in ("--folder", d))],
+    refresh of the same mounts, slower to start."""
+    return {"path": gpuhook_bin, "args": python_args(dirs, ((m.host_path, m.container_path) for m in mounts)),
             "env": [f"GPUHOOK_CONFIG={config_path}", "PATH=/usr/sbin:/usr/bin:/sbin:/bin"], "timeout": timeout}
 
 

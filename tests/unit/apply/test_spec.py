@@ -32,8 +32,9 @@ def test_apply_adds_everything_and_keeps_unknown_fields() -> None:
     assert out["process"]["env"] == ["B=1", "A=new"]
     assert out["process"]["user"]["additionalGids"] == [109]
     (hook,) = out["hooks"]["createContainer"]  # without the native helper: the Python hook, the same refresh
-    assert hook["path"] == "/usr/local/bin/gpuhook" and hook["args"] == ["gpuhook", "hook", "update-ldcache",
-                                                                          "--folder", "/usr/lib"]
+    assert hook["path"] == "/usr/local/bin/gpuhook" and hook["args"] == [
+        "gpuhook", "hook", "update-ldcache", "--folder", "/usr/lib",
+        "--mount", "/h/libcuda.so.1.2", "/usr/lib/libcuda.so.1.2"]  # the mounts the native helper is given
     assert all(not e.startswith(("LD_", "PYTHON")) for e in hook["env"]) and hook["timeout"] == 30
     assert SPEC["mounts"] == []  # the input is not mutated
 

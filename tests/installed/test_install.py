@@ -1,0 +1,102 @@
+"""install.sh from a clean export, into scratch prefixes: install, --configure podman, reinstall, --uninstall; Docker's
+--gpus hook told from NVIDIA's by what it is, whatever an earlier install on this host left; the release tarball
+offline. Nothing here depends on what is installed on the host (config and links stay in the test's own dirs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+HOOKS = Path("/usr/share/containers/oci/hooks.d/gpuhook.json")
+HOOK = "nvidia-container-runtime-hook"
+
+
+def _env(tmp: Path, name: str = "opt", bindir: str = "bin") -> dict[str, str]:
+    return {**os.environ, "GPUHOOK_PREFIX": str(tmp / name), "GPUHOOK_BINDIR": str(tmp / bindir),
+            "GPUHOOK_CONFIG": str(tmp / "config.toml"), "GPUHOOK_UNITDIR": str(tmp / "units")}
+
+
+def _install(src: Path, env: dict[str, str], *flags: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(src / "install.sh"), *flags], env=env, capture_output=True, text=True,
+                          timeout=600, check=False)
+
+
+def test_install_configure_uninstall(export: Path, tmp_path: Path) -> None:
+    before = HOOKS.read_bytes() if HOOKS.exists() else None
+    env = _env(tmp_path)
+    r = _install(export, env, "--configure", "podman")
+    assert r.returncode == 0, r.stdout + r.stderr
+    try:
+        version = subprocess.run([str(tmp_path / "bin/gpuhook"), "version"], capture_output=True, text=True)
+        assert version.stdout.startswith("gpuhook ")
+        hook = json.loads(HOOKS.read_text())
+        assert hook["hook"]["path"] == str(tmp_path / "bin/gpuhook-hook") and "prestart" in hook["stages"]
+        assert (tmp_path / "config.toml").exists()  # the config where it was told, not /etc
+        again = _install(export, env)
+        assert again.returncode == 0, again.stderr  # idempotent
+    finally:
+        out = _install(export, env, "--uninstall")
+    assert out.returncode == 0, out.stderr
+    assert (HOOKS.read_bytes() if HOOKS.exists() else None) == before  # the engine's file is as it was
+    assert not (tmp_path / "opt").exists() and not list((tmp_path / "bin").iterdir())
+
+
+def test_the_gpus_hook_is_told_from_nvidias_by_what_it_is(export: Path, tmp_path: Path) -> None:
+    """An earlier gpuhook's link (another prefix) is gpuhook's, and replaced; NVIDIA's toolkit's hook is kept."""
+    first = _install(export, _env(tmp_path, "first"))
+    assert first.returncode == 0, first.stderr
+    assert os.readlink(tmp_path / f"bin/{HOOK}") == str(tmp_path / f"first/bin/{HOOK}")
+    second = _install(export, _env(tmp_path, "second"))
+    assert second.returncode == 0, second.stderr
+    assert "kept" not in second.stdout, second.stdout
+    assert os.readlink(tmp_path / f"bin/{HOOK}") == str(tmp_path / f"second/bin/{HOOK}")
+    nvidia = tmp_path / "nvidia-bin"
+    nvidia.mkdir()
+    theirs = nvidia / HOOK
+    theirs.write_text("#!/bin/sh\n# NVIDIA Container Runtime Hook\nexit 0\n")
+    theirs.chmod(0o755)
+    third = _install(export, _env(tmp_path, "third", bindir="nvidia-bin"))
+    assert third.returncode == 0, third.stderr
+    assert f"kept {theirs} (NVIDIA's container toolkit)" in third.stdout
+    assert theirs.read_text().startswith("#!/bin/sh\n# NVIDIA") and not theirs.is_symlink()
+
+
+def test_a_native_build_failure_stops_the_install(export: Path, tmp_path: Path) -> None:
+    """No C compiler on PATH: one line and exit 1, unless --no-native; then every entry point is Python."""
+    bare = tmp_path / "path"
+    bare.mkdir()
+    for tool in ("bash", "python3", "dpkg", "readlink", "basename", "head", "grep", "date", "cut", "ln", "rm",
+                 "mkdir", "install", "sed", "sort", "tr", "id", "dirname", "cat"):
+        real = subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True, text=True).stdout.strip()
+        if real:
+            (bare / tool).symlink_to(real)
+    env = {**_env(tmp_path), "PATH": str(bare)}
+    failed = _install(export, env)
+    assert failed.returncode == 1
+    said = [ln for ln in failed.stderr.splitlines() if ln.strip()]
+    assert len(said) == 1 and "no C compiler" in said[0] and "--no-native" in said[0], failed.stderr
+    done = _install(export, env, "--no-native")
+    assert done.returncode == 0, done.stderr
+    with open(tmp_path / "bin/gpuhook-runtime", "rb") as f:
+        assert f.read(2) == b"#!"  # the Python shim itself
+    assert not (tmp_path / "bin/gpuhook-hook").exists()
+
+
+def test_release_tarball_installs_offline(export: Path, tmp_path: Path) -> None:
+    """build-release.sh packs the pinned wheels; install.sh then installs with --no-index (no registry)."""
+    r = subprocess.run(["bash", str(export / "packaging/build-release.sh")], capture_output=True, text=True,
+                       timeout=600, check=False, env={**os.environ, "PYTHON": "/usr/bin/python3"})
+    assert r.returncode == 0, r.stderr
+    (tarball,) = (export / "dist").glob("gpuhook-*.tar.gz")
+    subprocess.run(["tar", "-C", str(tmp_path), "-xzf", str(tarball)], check=True)
+    (src,) = tmp_path.glob("gpuhook-*")
+    assert list((src / "packaging/wheels").glob("jsonschema-*.whl"))
+    env = {**_env(tmp_path), "PIP_INDEX_URL": "http://127.0.0.1:9/none"}  # any attempt to reach a registry fails
+    inst = _install(src, env)
+    assert inst.returncode == 0, inst.stdout + inst.stderr
+    assert subprocess.run([str(tmp_path / "bin/gpuhook"), "version"], capture_output=True, text=True).returncode == 0
+    assert (tmp_path / "opt/bin/gpuhook-runtime").read_bytes()[:4] == b"\x7fELF"  # the tarball builds them too
+    subprocess.run(["bash", str(src / "install.sh"), "--uninstall"], env=env, capture_output=True, check=True)
+    tarball.unlink()
