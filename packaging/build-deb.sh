@@ -17,7 +17,7 @@ mkdir -p "$root/DEBIAN" "$root/opt" "$root/usr/bin" "$root/etc/gpuhook" "$root/u
 cp -a dist/gpuhook "$root/opt/gpuhook"
 ln -s /opt/gpuhook/gpuhook "$root/usr/bin/gpuhook"
 ln -s /opt/gpuhook/gpuhook-runtime "$root/usr/bin/gpuhook-runtime"
-install -m 0644 runtime-config/config.toml "$root/etc/gpuhook/config.toml"
+install -m 0644 hook/gpuhook/config.default.toml "$root/etc/gpuhook/config.toml"
 install -m 0644 README.md "$root/usr/share/doc/gpuhook/README.md"
 for u in gpuhook-cdi-refresh.path gpuhook-cdi-refresh.service gpuhook-warm.service; do  # shipped, not enabled
   sed 's|/usr/local/bin/gpuhook|/usr/bin/gpuhook|g' "packaging/systemd/$u" > "$root/lib/systemd/system/$u"

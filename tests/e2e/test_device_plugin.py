@@ -209,3 +209,33 @@ def test_amd_cpx(tmp_path: Path) -> None:
         amd.close()
     finally:
         _stop(n)
+
+
+def test_no_kubelet_directory_is_one_line_then_quiet_until_it_comes(tmp_path: Path) -> None:
+    """A node without a kubelet (yet): one line naming the directory, no retry noise, then it serves once it exists."""
+    host = build_host(str(tmp_path / "host"), HostSpec(nvidia=1))
+    config = tmp_path / "gpuhook.toml"
+    config.write_text(f'host_root = "{host}"\nstate_dir = "{tmp_path}/state"\n[kubernetes]\nhealth_interval = 0.2\n')
+    directory = tmp_path / "kubelet/device-plugins"
+    log = tmp_path / "plugin.log"
+    with open(log, "w") as err:
+        plugin = subprocess.Popen([conftest.GPUHOOK, "device-plugin", "--kubelet-dir", str(directory)],
+                                  env={**os.environ, "GPUHOOK_CONFIG": str(config)}, stdout=subprocess.DEVNULL,
+                                  stderr=err)
+    try:
+        time.sleep(2.5)  # a dozen rounds
+        lines = log.read_text().splitlines()  # what it found, then the one line about the kubelet
+        assert lines[0].endswith("nvidia.com/gpu: 1 devices, all healthy"), lines
+        assert len(lines) == 2 and f"{directory} does not exist" in lines[1], lines
+        directory.mkdir(parents=True)
+        for _ in range(50):
+            if (directory / "gpuhook-nvidia.sock").exists():
+                break
+            time.sleep(0.1)
+        assert (directory / "gpuhook-nvidia.sock").exists(), log.read_text()
+        assert "is there: serving" in log.read_text()
+    finally:
+        plugin.send_signal(signal.SIGTERM)
+        assert plugin.wait(10) == 0
+    assert "Traceback" not in log.read_text() and not any("E0000" in ln or "grpc" in ln.lower()
+                                                          for ln in log.read_text().splitlines())

@@ -148,6 +148,28 @@ def test_gpus_flag_with_plain_runc_is_hook_mode(docker: Docker) -> None:
     assert ("hook", "applied live") in docker.events(r.cid)  # type: ignore[attr-defined]
 
 
+def test_tuning_from_docker_20_10_by_env(docker: Docker) -> None:
+    """Docker 20.10 passes no annotations: `-e GPUHOOK_CLOCKS=1500` asks for the same tuning, on the GPU the flag
+    gave, applied while the container runs and restored after; a bad value is one line naming the env key. Under
+    plain runc (Docker's prestart-only hook) nothing could undo it: refused, nothing applied."""
+    docker.use("nvidia")
+    runtime = "gpuhook"
+    log = Path(docker.hosts["nvidia"], "var/lib/gpuhook-sim/nvml.log")
+    before = log.read_text() if log.exists() else ""
+    r = docker.run("--gpus", "device=1", "-e", "GPUHOOK_CLOCKS=1500", "gpuhook-test:latest", "true",
+                   runtime=runtime)
+    assert r.returncode == 0, r.stderr
+    calls = [c.split() for c in log.read_text()[len(before):].splitlines()]
+    assert calls == [["set-clocks", "1", "1500", "1500"], ["reset-clocks", "1", "0", "0"]]  # GPU 1 only, undone
+    bad = docker.run("--gpus", "device=1", "-e", "GPUHOOK_CLOCKS=fast", "gpuhook-test:latest", "true",
+                     runtime=runtime)
+    assert bad.returncode != 0 and "GPUHOOK_CLOCKS='fast': expected MHz" in bad.stderr
+    plain = docker.run("--gpus", "device=1", "-e", "GPUHOOK_CLOCKS=1500", "gpuhook-test:latest", "true", runtime=None)
+    assert plain.returncode != 0 and "needs gpuhook's poststop hook" in plain.stderr, plain.stderr
+    calls = [c.split()[0] for c in log.read_text()[len(before):].splitlines()]
+    assert calls == ["set-clocks", "reset-clocks"]  # the shim's container's, none for this one
+
+
 def test_gpus_flag_refusal_reaches_the_user(docker: Docker) -> None:
     docker.use("nvidia")
     r = docker.run("--gpus", '"device=7"', "gpuhook-test:latest", "true")
@@ -160,9 +182,11 @@ OVERRIDE = "services:\n" + "".join(f"  {name}:\n    image: gpuhook-test:latest\n
                                     f"    command: {SHOW}\n" for name in ("cuda", "rocm", "any-gpu"))
 
 
-def _compose(docker: Docker, *args: str) -> subprocess.CompletedProcess[str]:
+def _compose(docker: Docker, *args: str, image_only: bool = False) -> subprocess.CompletedProcess[str]:
+    """docker-compose on the example, with this test's image; `image_only` keeps the example's own commands."""
     override = docker.work / "override.yml"
-    override.write_text(OVERRIDE)
+    override.write_text(OVERRIDE if not image_only else "services:\n" + "".join(
+        f"  {name}:\n    image: gpuhook-test:latest\n    network_mode: none\n" for name in ("cuda", "rocm", "any-gpu")))
     return subprocess.run(["docker-compose", "-p", "ghtest", "-f", str(EXAMPLE), "-f", str(override), *args],
                           env={**os.environ, "DOCKER_HOST": docker.sock}, capture_output=True, text=True,
                           timeout=180, check=False)
@@ -192,6 +216,12 @@ def test_compose_mixed_fleet_example(docker: Docker) -> None:
         up = _compose(docker, "up", "--no-color", "any-gpu")
         assert up.returncode == 0, up.stdout + up.stderr
         assert _seen(up.stdout) == {"any-gpu": "0 nvidia 4 dri"}
+        for host, nodes in (("amd", ["/dev/kfd", "/dev/dri/card1", "/dev/dri/card2", "/dev/dri/renderD128",
+                                     "/dev/dri/renderD129"]), ("nvidia", ["/dev/nvidia0", "/dev/nvidia1"])):
+            docker.use(host)  # the example's own command, as shipped: it exits 0 on either kind of host
+            own = _compose(docker, "run", "--rm", "any-gpu", image_only=True)
+            assert own.returncode == 0, own.stdout + own.stderr
+            assert sorted(own.stdout.split()) == sorted(nodes)
     finally:
         down = _compose(docker, "down")
     assert down.returncode == 0, down.stderr

@@ -233,6 +233,33 @@ def test_policy_range_refused(tuned) -> None:  # type: ignore[no-untyped-def]
     assert r.returncode != 0 and "outside what this host allows: 500-2000 MHz" in r.stderr
 
 
+@pytest.mark.parametrize(("vendor", "amdsmi", "clocks", "said"), [
+    ("nvidia", False, "5000", "locks its graphics clock within 345-1980 MHz: 5000 MHz refused"),
+    ("nvidia", False, "200-1500", "within 345-1980 MHz: 200-1500 MHz refused"),
+    ("amd", True, "1200-3000", "runs its graphics clock within 500-2100 MHz: 1200-3000 MHz refused"),
+    ("amd", False, "2500", "runs its graphics clock within 500-2100 MHz: 2500 MHz refused"),
+], ids=["nvidia above", "nvidia below", "amdsmi above", "sysfs above"])
+def test_clocks_outside_the_gpus_range_are_refused(tuned, vendor: str, amdsmi: bool, clocks: str,  # type: ignore[no-untyped-def]
+                                                   said: str) -> None:
+    t = tuned(HostSpec(nvidia=1, amd=1, amdsmi=amdsmi))
+    _, r = t.start({"gpuhook.dev/gpus": "0", "gpuhook.dev/vendor": vendor, "gpuhook.dev/clocks": clocks})
+    assert r.returncode != 0 and said in r.stderr, r.stderr
+    assert "set-clocks" not in t.log("nvml") and not [c for c in t.log("amdsmi") if "clk" in c]
+    assert "no GPU tuning is held" in t.gpuhook("status").stdout  # nothing left applied
+    if vendor == "amd" and not amdsmi:
+        (sclk,) = Path(t.host).glob("sys/devices/**/pp_dpm_sclk")
+        text = sclk.read_text()  # as it was, or every level written back by the restore: no level left forced
+        assert text.startswith("0: 500Mhz *\n") or text == "0 1 2 3\n", text
+
+
+@pytest.mark.parametrize("clocks", ["0", "99999999", "fast"])
+def test_clocks_no_gpu_has_are_refused_before_anything(tuned, clocks: str) -> None:  # type: ignore[no-untyped-def]
+    t = tuned()
+    _, r = t.start({**NV0, "gpuhook.dev/clocks": clocks})
+    (line,) = r.stderr.strip().splitlines()
+    assert r.returncode != 0 and f"gpuhook.dev/clocks='{clocks}': expected" in line and "MHz" in line
+
+
 def test_hook_mode_tuning(tuned) -> None:  # type: ignore[no-untyped-def]
     t = tuned()
 

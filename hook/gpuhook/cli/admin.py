@@ -23,7 +23,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from gpuhook.cli.hook import STAGES
 
         if all(a in STAGES for a in args_in[1:]):
-            return _hook(args_in[1] if len(args_in) == 2 else None, [])
+            return _hook(args_in[1] if len(args_in) == 2 else None, [], [])
     if args_in[:1] == ["device-plugin"]:  # a daemon per node: argparse (and the shutil, bz2, lzma it loads) costs RSS
         kubelet_dir = _kubelet_dir(args_in[1:])
         if kubelet_dir is not None:
@@ -70,11 +70,13 @@ def _parser() -> argparse.ArgumentParser:
     from gpuhook.vendors.registry import names
 
     p = argparse.ArgumentParser(prog="gpuhook", description="GPUs for containers, without privileges.")
+    p.add_argument("--version", action="version", version=f"gpuhook {__version__}")
     sub = p.add_subparsers(metavar="COMMAND")
     s = sub.add_parser("simulate", help="build a fake GPU host tree for testing on machines without GPUs")
     s.add_argument("--root", required=True, help="directory to build the fake host in (new or empty)")
-    s.add_argument("--nvidia", type=int, default=0, metavar="N", help="number of NVIDIA GPUs")
-    s.add_argument("--amd", type=int, default=0, metavar="M", help="number of AMD GPUs")
+    s.add_argument("--replace", action="store_true", help="rebuild a simulated host already at --root")
+    s.add_argument("--nvidia", type=_gpu_count, default=0, metavar="N", help="number of NVIDIA GPUs (0-64)")
+    s.add_argument("--amd", type=_gpu_count, default=0, metavar="M", help="number of AMD GPUs (0-64)")
     s.add_argument("--nvidia-driver", default="550.54.15", help="NVIDIA driver version to report")
     s.add_argument("--cuda-version", type=int, default=12040, help="CUDA version the stub libcuda reports")
     s.add_argument("--amd-driver", default="6.7.0", help="amdgpu DKMS version; 'in-tree' for none")
@@ -94,7 +96,9 @@ def _parser() -> argparse.ArgumentParser:
     h.add_argument("stage", nargs="?", choices=STAGES,
                    help="hook stage; detected from the state's status when omitted")
     h.add_argument("--folder", action="append", default=[], help="update-ldcache: a library folder to list")
-    h.set_defaults(func=lambda a: _hook(a.stage, a.folder))
+    h.add_argument("--mount", nargs=2, action="append", default=[], metavar=("SOURCE", "DESTINATION"),
+                   help="update-ldcache: a library mount (file or directory) the refresh binds back")
+    h.set_defaults(func=lambda a: _hook(a.stage, a.folder, [tuple(m) for m in a.mount]))
     cdi = sub.add_parser("cdi", help="Container Device Interface specs for the host's GPUs")
     cdi_sub = cdi.add_subparsers(metavar="ACTION")
     gen = cdi_sub.add_parser("generate", help="write CDI specs (nvidia.com/gpu, amd.com/gpu, ...)")
@@ -157,6 +161,15 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("--ledger", help="read this ledger file (e.g. ledger.json.prev) instead of state_dir's")
     st.add_argument("--json", action="store_true", help="machine-readable output")
     st.set_defaults(func=lambda a: _tuning().status(a))
+    cfg = sub.add_parser("config", help="show, set or print the default gpuhook config")
+    cfg_sub = cfg.add_subparsers(metavar="ACTION")
+    cfg_sub.add_parser("show", help="the config in effect (its file over the defaults)").set_defaults(
+        func=lambda a: _config().show(a))
+    cset = cfg_sub.add_parser("set", help="set keys (policy.requests=allocated), checked, written atomically")
+    cset.add_argument("pairs", nargs="+", metavar="KEY=VALUE")
+    cset.add_argument("--config", help="the file to change (default: $GPUHOOK_CONFIG, else /etc/gpuhook/config.toml)")
+    cset.set_defaults(func=lambda a: _config().set_keys(a))
+    cfg_sub.add_parser("default", help="the shipped default config").set_defaults(func=lambda a: _config().default(a))
     doc = sub.add_parser("doctor", help="check the host and the GPU containers gpuhook set up (exit 0 ok, 1 warnings, "
                          "2 failures)")
     doc.set_defaults(func=_doctor)
@@ -169,6 +182,15 @@ def _parser() -> argparse.ArgumentParser:
     v = sub.add_parser("version", help="print the version")
     v.set_defaults(func=lambda _a: print(f"gpuhook {__version__}") or 0)
     return p
+
+
+def _gpu_count(text: str) -> int:
+    """A simulated host's GPU count: 0-64 (argparse says "invalid _gpu_count value" otherwise)."""
+    if not text.isdigit() or int(text) > 64:
+        import argparse
+
+        raise argparse.ArgumentTypeError(f"{text!r} is not a GPU count from 0 to 64")
+    return int(text)
 
 
 def _device_plugin(args: argparse.Namespace) -> int:
@@ -200,7 +222,13 @@ def _doctor(args: argparse.Namespace) -> int:
     from gpuhook.cli.doctor import run_checks
     from gpuhook.config import load
 
-    findings = run_checks(load())
+    try:
+        config = load()
+    except (GpuhookError, OSError, ValueError) as e:  # nothing else can be checked without it: a failure
+        print(f"fail  {_one_line(e)}\n      fix: correct the config (gpuhook config show; gpuhook config default "
+              "prints one that is valid)")
+        return 2
+    findings = run_checks(config)
     for f in findings:
         print(f"{f.level:5} {f.what}" + (f"\n      fix: {f.fix}" if f.fix else ""))
     levels = {f.level for f in findings}
@@ -213,10 +241,10 @@ def _dev_char_links(args: argparse.Namespace) -> int:
     return create_dev_char_links(args.dry_run)
 
 
-def _hook(stage: str | None, folders: list[str]) -> int:
+def _hook(stage: str | None, folders: list[str], mounts: list[tuple[str, ...]]) -> int:
     from gpuhook.cli.hook import main as hook_main
 
-    return hook_main(stage, folders)
+    return hook_main(stage, folders, mounts=[(m[0], m[1]) for m in mounts] or None)  # None: a hook naming none
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -235,6 +263,12 @@ def _tuning() -> Any:
     from gpuhook.cli import tuning_commands
 
     return tuning_commands
+
+
+def _config() -> Any:
+    from gpuhook.cli import config_commands
+
+    return config_commands
 
 
 def _cdi() -> Any:

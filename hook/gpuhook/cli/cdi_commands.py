@@ -50,6 +50,10 @@ def generate(args: argparse.Namespace) -> int:
         if path == "-":
             sys.stdout.write(text)
             continue
+        folder = os.path.dirname(os.path.abspath(path))
+        if args.output and not os.path.isdir(folder) and folder not in SPEC_DIRS:  # a typo is not a new tree
+            raise CdiError(f"cannot write {path}: its directory {folder} does not exist (create it, or use "
+                           "--output-dir, whose directory is made; CDI's own /etc/cdi and /var/run/cdi are made too)")
         try:
             write_text(path, text, make_dirs=True)
         except OSError as e:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 from gpuhook.apply.containers import live_records
 from gpuhook.config import Config
@@ -42,6 +43,7 @@ def run_checks(config: Config) -> list[Finding]:
     state = _state_dir(config.state_dir)
     out.append(state)
     out += _runtime(config.runtime)
+    out += _paths()
     out += _engines()
     out += stale_cdi_specs(inventory)
     out += _daemon_reload(config, inventory)
@@ -91,6 +93,12 @@ def _runtime(runtime: str) -> list[Finding]:
     return [Finding("ok", f"runtime {path}: {text}")]
 
 
+def _paths() -> list[Finding]:
+    from gpuhook.cli.doctor_paths import checks
+
+    return [Finding(*f) for f in checks(os.path.dirname(os.path.realpath(sys.argv[0])))]
+
+
 def _daemon_reload(config: Config, inventory: Inventory) -> list[Finding]:
     from gpuhook.cli.doctor_reload import checks
 
@@ -116,21 +124,10 @@ def _state_dir(state_dir: str) -> Finding:
 
 
 def _engines() -> list[Finding]:
-    """Which engines have gpuhook registered, where their config is in the usual place."""
-    from gpuhook.engines.registration import DEFAULT_PATHS
+    """Which engines have gpuhook registered, and Docker's --gpus hook (cli/doctor_engines.py)."""
+    from gpuhook.cli.doctor_engines import checks
 
-    out = []
-    for engine, path in DEFAULT_PATHS.items():
-        try:
-            with open(path) as f:
-                text = f.read()
-        except OSError:
-            continue
-        registered = "gpuhook" in text
-        out.append(Finding("ok" if registered else "warn",
-                           f"{engine}: gpuhook {'registered' if registered else 'not registered'} in {path}",
-                           "" if registered else f"gpuhook configure {engine}"))
-    return out
+    return [Finding(*f) for f in checks()]
 
 
 def stale_containers(state_dir: str, loaded: dict[str, str]) -> list[Finding]:

@@ -16,7 +16,7 @@ from gpuhook import fastjson, logs
 from gpuhook.apply import containers
 from gpuhook.config import Config, load
 from gpuhook.configfile import remember_state
-from gpuhook.errors import GpuhookError, SpecError
+from gpuhook.errors import GpuhookError, PolicyError, SpecError
 from gpuhook.host.processes import start_time
 
 TYPE_CHECKING = False
@@ -30,9 +30,10 @@ STAGES = ("prestart", "createRuntime", "poststop", "update-ldcache")
 MAX_STATE = 1 << 20  # runc's state is a few hundred bytes; more is not a state
 
 
-def main(stage: str | None, folders: list[str] | None = None, data: bytes | None = None) -> int:
+def main(stage: str | None, folders: list[str] | None = None, data: bytes | None = None,
+         mounts: list[tuple[str, str]] | None = None) -> int:
     """Run one hook stage (detected from the state's status when not given) on the OCI state on stdin (or `data`,
-    already read from it); 0 on success."""
+    already read from it); 0 on success. `folders` and `mounts`: update-ldcache's directories and library mounts."""
     try:
         state = fastjson.loads(sys.stdin.buffer.read(MAX_STATE) if data is None else data)
         if not isinstance(state, dict):
@@ -42,6 +43,7 @@ def main(stage: str | None, folders: list[str] | None = None, data: bytes | None
             print(f"gpuhook hook: poststop: the OCI state on stdin is not a JSON object ({e})", file=sys.stderr)
             return 0
         print(f"gpuhook hook: the OCI state on stdin is not a JSON object ({e})", file=sys.stderr)
+        _count_refusal(e)  # the container does not start: a refusal like any other
         return 1
     stage = stage or ("poststop" if state.get("status") == "stopped" else "prestart")
     if stage == "poststop":
@@ -49,11 +51,16 @@ def main(stage: str | None, folders: list[str] | None = None, data: bytes | None
     name = "gpuhook hook update-ldcache" if stage == "update-ldcache" else "gpuhook hook"
     try:
         if stage == "update-ldcache":
-            _update_ldcache(state, folders or [])
+            _update_ldcache(state, folders or [], mounts)
         else:
             _prestart(state)
     except (GpuhookError, OSError, ValueError) as e:
-        print(f"{name}: {e}", file=sys.stderr)
+        print(f"{name}: {' '.join(str(e).split())}", file=sys.stderr)
+        _count_refusal(e)
+        return 1
+    except Exception as e:  # fail closed, as the shim does: one line, counted, never a traceback
+        print(f"{name}: internal error ({type(e).__name__}: {' '.join(str(e).split())}); the container was not "
+              "given GPUs, please report this", file=sys.stderr)
         _count_refusal(e)
         return 1
     return 0
@@ -91,9 +98,24 @@ def _prestart(state: dict[str, object]) -> None:
         prepared = prepare(spec, bundle, config, log, container_id=cid)
         if prepared is None:
             return
+        if (prepared.settings or prepared.exclusive) and not _undone_at_poststop(spec):
+            asked = ", ".join(sorted({s.name for s in prepared.settings} | ({"exclusive"} if prepared.exclusive
+                                                                               else set())))
+            raise PolicyError(f"tuning ({asked}) needs gpuhook's poststop hook to be undone, and this container has "
+                              "none (Docker's --gpus hook is prestart only): run it with --runtime gpuhook, which "
+                              "adds it, or register gpuhook's hooks for both stages (gpuhook configure podman)")
         _give(spec, bundle, config, cid, pid, prepared, log)
     finally:
         release_count_lock()
+
+
+def _undone_at_poststop(spec: Spec) -> bool:
+    """Whether the spec runs gpuhook at poststop (gpuhook or its native hook front end), which restores tuning."""
+    hooks = spec.get("hooks")
+    poststop = hooks.get("poststop") if isinstance(hooks, dict) else None
+    return any(isinstance(h, dict) and isinstance(h.get("path"), str)
+               and os.path.basename(h["path"]) in ("gpuhook", "gpuhook-hook")
+               for h in (poststop if isinstance(poststop, list) else ()))
 
 
 def _give(spec: Spec, bundle: str, config: Config, cid: str, pid: int, prepared: Prepared, log: Any) -> None:
@@ -154,8 +176,11 @@ def _tune(config: Config, cid: str, pid: int, prepared: Prepared, log: Any) -> N
              exclusive=list(prepared.exclusive))
 
 
-def _update_ldcache(state: dict[str, object], folders: list[str]) -> None:
-    """CDI's createContainer hook: the host's ldconfig, chrooted into the container root alone, lists `folders`."""
+def _update_ldcache(state: dict[str, object], folders: list[str], mounts: list[tuple[str, str]] | None) -> None:
+    """The Python twin of the native helper's refresh (shim mode without it, CDI's createContainer hook): the
+    host's ldconfig, chrooted into the container root alone with `mounts` bound back read-only, lists `folders`.
+    A CDI spec written before the mounts were named (`mounts` None) gets its driver files bound back: the spec's
+    bind mounts of regular files (a directory there may be a user's volume, which the refresh must not see)."""
     from gpuhook.apply.linker_cache import refresh
     from gpuhook.apply.spec import read_spec, rootfs
 
@@ -164,10 +189,11 @@ def _update_ldcache(state: dict[str, object], folders: list[str]) -> None:
         raise SpecError("the OCI state on stdin lacks the bundle (or it is not a string)")
     spec = read_spec(bundle)
     config = load()
-    files = ((m["source"], m["destination"]) for m in spec.get("mounts") or []  # the CDI spec's driver files
-             if isinstance(m.get("source"), str) and isinstance(m.get("destination"), str)
-             and os.path.isfile(m["source"]))
-    refresh(rootfs(spec, bundle), config.ldconfig, tuple(folders), files, config.state_dir, config.hook_timeout)
+    if mounts is None:
+        mounts = [(m["source"], m["destination"]) for m in spec.get("mounts") or []
+                  if isinstance(m.get("source"), str) and isinstance(m.get("destination"), str)
+                  and os.path.isfile(m["source"])]
+    refresh(rootfs(spec, bundle), config.ldconfig, tuple(folders), mounts, config.state_dir, config.hook_timeout)
 
 
 def _poststop(state: dict[str, object]) -> int:

@@ -19,7 +19,7 @@ def simulate(args: argparse.Namespace) -> int:
     root = build_host(args.root, HostSpec(nvidia=args.nvidia, amd=args.amd, nvidia_driver=args.nvidia_driver,
                                           cuda_version=args.cuda_version, amd_driver=amd_driver,
                                           mig=tuple(args.mig), mig_gpus=args.mig_gpus,
-                                          amd_partitions=args.partitions.upper()))
+                                          amd_partitions=args.partitions.upper()), replace=args.replace)
     print(f"simulated host with {args.nvidia} NVIDIA and {args.amd} AMD GPUs at {root}")
     print(f"use it with: host_root = \"{root}\" in the gpuhook config")
     return 0
@@ -69,6 +69,8 @@ def configure(args: argparse.Namespace) -> int:
     if args.revert:
         outcome = revert(args.engine, path, args.dry_run)
     else:
+        if args.cdi and args.engine == "docker":
+            _docker_reads_cdi()
         cdi = args.cdi or (args.engine == "containerd" and _containerd_has_cdi())
         from gpuhook.cli.launcher import beside
 
@@ -80,6 +82,24 @@ def configure(args: argparse.Namespace) -> int:
         print(outcome.diff, end="")
     print(("changed " + outcome.path + ": " if outcome.changed else "") + outcome.next_step)
     return 0
+
+
+def _docker_reads_cdi() -> None:
+    """Refuse features.cdi for the installed Docker when it is older than 25 (it would ignore the key). Runs
+    `dockerd --version`; a host without dockerd is not judged (the file may be for another)."""
+    from gpuhook.errors import EngineConfigError, ProcessError
+    from gpuhook.proc import run
+
+    try:
+        text = run(["dockerd", "--version"], timeout=10)
+    except ProcessError:
+        return
+    words = text.replace(",", " ").split()
+    version = words[2] if len(words) > 2 and words[:2] == ["Docker", "version"] else ""
+    major = version.split(".")[0]
+    if major.isdigit() and int(major) < 25:
+        raise EngineConfigError(f"--cdi: Docker {version} reads no CDI specs (features.cdi needs Docker 25 or later); "
+                                "nothing was changed: drop --cdi (--gpus and --runtime gpuhook need no CDI)")
 
 
 def _containerd_has_cdi() -> bool:

@@ -70,6 +70,10 @@ def main() -> NoReturn:
     """Entry point of gpuhook-runtime: maybe edit config.json, then exec the runtime."""
     args = RuncArgs(sys.argv[1:])
     runtime = prepare(args)
+    if args.command is None and any(a in ("--version", "-v") for a in sys.argv[1:]):  # as NVIDIA's runtime does
+        from gpuhook import __version__
+
+        _say_out(f"gpuhook-runtime version {__version__}\n")
     try:
         os.execv(runtime, [runtime, *sys.argv[1:]])
     except OSError as e:
@@ -172,6 +176,15 @@ def _fail(args: RuncArgs, message: str) -> NoReturn:
         _log_error(args.log, args.log_format, f"gpuhook: {line}")
     _say(f"gpuhook-runtime: {line}")
     sys.exit(1)
+
+
+def _say_out(text: str) -> None:
+    """`text` on stdout before the runtime adds its own; a closed stdout is not an error."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def _say(line: str) -> None:

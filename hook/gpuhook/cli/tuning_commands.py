@@ -10,6 +10,7 @@ import sys
 from gpuhook.apply import allocations, containers, state_dir
 from gpuhook.config import load
 from gpuhook.configfile import prune_cache
+from gpuhook.errors import LedgerError
 from gpuhook.host.processes import holder_alive
 from gpuhook.host.root import Root
 from gpuhook.tuning import ledger, session
@@ -40,6 +41,9 @@ def gc(args: argparse.Namespace) -> int:
 def status(args: argparse.Namespace) -> int:
     """`gpuhook status`: the ledger as a table or JSON."""
     path = args.ledger or os.path.join(load().state_dir, ledger.NAME)
+    if args.ledger and not os.path.isfile(args.ledger):  # state_dir's own ledger is absent until tuning is held
+        raise LedgerError(f"--ledger {args.ledger}: no such file (the ledger is state_dir/{ledger.NAME}; "
+                          f"{ledger.NAME}.prev beside it is the one before)")
     state = ledger.load(path)
     rows = [{"gpu": e["gpu"], "index": e["index"], "setting": e["name"], "original": e["original"],
              "current": e["value"], "holders": [h["id"] + ("" if holder_alive(h) else " (gone)") for h in e["holders"]]}

@@ -6,7 +6,7 @@ import difflib
 import os
 
 from gpuhook.atomic import write_text
-from gpuhook.engines.registration import RESTART, Wanted, render
+from gpuhook.engines.registration import Wanted, render, restart
 from gpuhook.errors import EngineConfigError
 from gpuhook.frozen import frozen
 
@@ -46,7 +46,7 @@ def revert(engine: str, path: str, dry_run: bool = False) -> Outcome:
             if os.path.exists(path):
                 os.unlink(path)
             os.unlink(path + SUFFIX + ".absent")
-        return Outcome(path, not dry_run, diff, _restart(engine, path, current) if not dry_run
+        return Outcome(path, not dry_run, diff, _restart(engine, path, current, reverted=True) if not dry_run
                        else "dry run: nothing was written")
     if not os.path.exists(path + SUFFIX):
         return Outcome(path, False, "", f"gpuhook has no backup of {path}: nothing to revert")
@@ -56,15 +56,17 @@ def revert(engine: str, path: str, dry_run: bool = False) -> Outcome:
     if not dry_run:
         _write(path, original)
         os.unlink(path + SUFFIX)
-    return Outcome(path, not dry_run, diff, _restart(engine, path, current) if not dry_run
+    return Outcome(path, not dry_run, diff, _restart(engine, path, current, reverted=True) if not dry_run
                    else "dry run: nothing was written")
 
 
-def _restart(engine: str, path: str, text: str) -> str:
+def _restart(engine: str, path: str, text: str, reverted: bool = False) -> str:
     """What to restart for `engine` to see the change (k3s and RKE2 for their containerd templates)."""
     from gpuhook.engines.containerd_template import is_template, restart_hint
 
-    return restart_hint(path) if engine == "containerd" and is_template(path, text) else RESTART[engine]
+    if engine == "containerd" and is_template(path, text):
+        return restart_hint(path)
+    return restart(engine, reverted, systemd=os.path.isdir("/run/systemd/system"))
 
 
 def _read(path: str) -> str | None:

@@ -15,12 +15,20 @@ DEFAULT_PATHS = {
     "crio": "/etc/crio/crio.conf.d/99-gpuhook.toml",
     "podman": "/usr/share/containers/oci/hooks.d/gpuhook.json",
 }
-RESTART = {
-    "docker": "restart dockerd (systemctl restart docker) for Docker to see the gpuhook runtime",
-    "containerd": "restart containerd (systemctl restart containerd) for it to see the gpuhook runtime",
-    "crio": "restart CRI-O (systemctl restart crio) for it to see the gpuhook runtime",
-    "podman": "no daemon to restart: new Podman containers with gpuhook.dev/ annotations use the hook",
-}
+_DAEMONS = {"docker": ("dockerd", "docker", "Docker"), "containerd": ("containerd", "containerd", "containerd"),
+            "crio": ("CRI-O", "crio", "CRI-O")}  # engine -> (what runs, its systemd unit, who sees the change)
+
+
+def restart(engine: str, reverted: bool = False, systemd: bool = True) -> str:
+    """What to restart for `engine` to take the registration (or its removal); systemctl only where systemd runs."""
+    if engine == "podman":
+        return ("no daemon to restart: new Podman containers " + ("no longer run the gpuhook hook" if reverted
+                else "with gpuhook.dev/ annotations use the hook"))
+    daemon, unit, who = _DAEMONS[engine]
+    how = f"systemctl restart {unit}" if systemd else f"however {daemon} was started: there is no systemd here"
+    what = "drop the gpuhook runtime (containers running on it keep it until they stop)" if reverted else \
+        "see the gpuhook runtime"
+    return f"restart {daemon} ({how}) for {who} to {what}"
 
 
 @frozen

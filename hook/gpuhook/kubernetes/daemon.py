@@ -97,6 +97,8 @@ def run(config: Config, kubelet_dir: str) -> int:
     kubelet_seen: tuple[int, int] | None = None
     numa: dict[str, int] = {}
     last_expire = 0.0
+    waiting = False  # said that the kubelet's directory is missing (said once, then quiet until it comes)
+    repeated: set[str] = set()  # problems already said (a retry each round would say them every second)
     try:
         while not stop.is_set():
             inventory = _inventory(root, strategy, named)
@@ -116,14 +118,24 @@ def run(config: Config, kubelet_dir: str) -> int:
                     say(f"{s.plugin.resource}: {len(s.plugin.devices)} devices"
                         + (f", unhealthy: {', '.join(bad)}" if bad else ", all healthy"))
             now_seen = _identity(kubelet_sock)
+            if not os.path.isdir(kubelet_dir):  # no kubelet (yet) on this node: nothing to serve on
+                if not waiting and served:
+                    say(f"the kubelet's device plugin directory {kubelet_dir} does not exist (no kubelet on this "
+                        "node yet, or [kubernetes] kubelet_dir / --kubelet-dir is not its root's): waiting for it")
+                waiting = True
+                stop.wait(config.kubernetes.health_interval)
+                continue
+            if waiting:
+                say(f"{kubelet_dir} is there: serving")
+                waiting = False
             for s in served:
                 try:
                     if s.server is None or now_seen != kubelet_seen or not os.path.exists(s.socket):
                         s.serve()
                     if not s.registered and now_seen is not None:
-                        s.registered = _register(kubelet_sock, s, config)
+                        s.registered = _register(kubelet_sock, s, config, repeated)
                 except (OSError, RuntimeError) as e:  # a directory in flux (the kubelet restarting): next round
-                    say(f"{s.plugin.resource}: cannot serve on {s.socket} ({e}); trying again")
+                    _once(repeated, f"{s.plugin.resource}: cannot serve on {s.socket} ({e}); trying again quietly")
             kubelet_seen = now_seen
             if time.monotonic() - last_expire > _EXPIRE_EVERY:
                 for gone in allocations.expire(config.state_dir, time.time()):
@@ -171,7 +183,14 @@ def _identity(path: str) -> tuple[int, int] | None:
     return st.st_ino, st.st_ctime_ns
 
 
-def _register(kubelet_sock: str, s: _Served, config: Config) -> bool:
+def _once(said: set[str], line: str) -> None:
+    """Say `line` unless it was said already (a problem the loop retries every round)."""
+    if line not in said:
+        said.add(line)
+        say(line)
+
+
+def _register(kubelet_sock: str, s: _Served, config: Config, said: set[str]) -> bool:
     """Register the plugin's resource with the kubelet; whether it took it (else the loop tries again)."""
     request = pb.RegisterRequest(version=constants.VERSION, endpoint=os.path.basename(s.socket),
                                  resource_name=s.plugin.resource,
@@ -180,9 +199,10 @@ def _register(kubelet_sock: str, s: _Served, config: Config) -> bool:
         with grpc.insecure_channel(f"unix://{kubelet_sock}") as channel:
             deviceplugin_pb2_grpc.RegistrationStub(channel).Register(request, timeout=_REGISTER_TIMEOUT)
     except grpc.RpcError as e:
-        say(f"{s.plugin.resource}: the kubelet at {kubelet_sock} refused the registration "
-            f"({e.code().name}: {e.details()}); trying again")
+        _once(said, f"{s.plugin.resource}: the kubelet at {kubelet_sock} refused the registration "
+              f"({e.code().name}: {e.details()}); trying again quietly")
         return False
+    said.clear()  # a later problem is news again
     say(f"{s.plugin.resource}: registered with the kubelet as {os.path.basename(s.socket)} "
         f"(replicas {config.kubernetes.replicas})")
     return True

@@ -38,6 +38,7 @@ def select(sel: Selection, inventory: Inventory, vendors: dict[str, Vendor]) -> 
             raise PlanError(f"{sel.source}={sel.shown!r} asks for all {_label(inv, vendors)} GPUs but the "
                             f"{_label(inv, vendors)} driver on this host lists none")
     else:
+        _count_fits(sel, inv, vendors)
         gpus = tuple(dict.fromkeys(_find(ident, sel, inv, vendors) for ident in sel.devices))
     for gpu in gpus:
         if gpu.missing:
@@ -90,6 +91,16 @@ def _find(ident: str, sel: Selection, inv: VendorInventory, vendors: dict[str, V
     count = f" ({len(inv.gpus)} {_label(inv, vendors)} GPUs)" if ident.isdigit() else ""
     raise PlanError(f"{sel.source}={sel.shown!r}: no {_label(inv, vendors)} GPU {ident} on this host{count}; "
                     f"it has: {have}")
+
+
+def _count_fits(sel: Selection, inv: VendorInventory, vendors: dict[str, Vendor]) -> None:
+    """dockerd turns `--gpus N` into the first N indices: more than the host has is a count too large, said so."""
+    n = len(sel.devices or ())
+    if sel.source != FLAG_SOURCE or n <= len(inv.gpus) or list(sel.devices or ()) != [str(i) for i in range(n)]:
+        return
+    have = ", ".join(f"{g.index} ({g.uuid or g.pci})" for g in inv.gpus) or "none"
+    raise PlanError(f"{sel.source} {n} (or device={sel.shown}) asks for {n} {_label(inv, vendors)} GPUs but this "
+                    f"host has {len(inv.gpus)}: {have}; ask for at most {len(inv.gpus)}, or --gpus all")
 
 
 def _label(inv: VendorInventory, vendors: dict[str, Vendor]) -> str:

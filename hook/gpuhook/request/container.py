@@ -8,7 +8,7 @@ from gpuhook.request.docker_flag import SOURCE as FLAG_SOURCE
 from gpuhook.request.ids import check_length, parse_item
 from gpuhook.request.requirements import is_version
 from gpuhook.request.tuning import KEYS as TUNING_KEYS
-from gpuhook.request.tuning import Tuning, parse_tuning
+from gpuhook.request.tuning import Tuning, from_env, parse_tuning
 from gpuhook.vendors.registry import all_vendors, get, names
 
 TYPE_CHECKING = False
@@ -128,7 +128,9 @@ def parse_request(annotations: Mapping[str, str], env: Mapping[str, str], accept
                   flag: str | None = None, any_vendor: bool = True) -> Request:
     """Parse a container's GPU request; annotations win over env, env counts only if `accept_env`. `flag` is the
     vendor whose Docker --gpus hook the spec carries (request.docker_flag): its env key is then the user's request,
-    honoured even without `accept_env`, for gpuhook.dev/vendor's vendor, or (`any_vendor`) the host's only one."""
+    honoured even without `accept_env`, for gpuhook.dev/vendor's vendor, or (`any_vendor`) the host's only one.
+    Tuning is asked by annotation or, where an engine passes none (Docker 20.10), by GPUHOOK_<KEY> env under the
+    same rule: `docker run --gpus 0 -e GPUHOOK_CLOCKS=1500`."""
     ours = {k[len(PREFIX):]: v for k, v in annotations.items() if k.startswith(PREFIX)}
     for key, value in ours.items():
         if key not in _KNOWN:
@@ -138,7 +140,7 @@ def parse_request(annotations: Mapping[str, str], env: Mapping[str, str], accept
     caps = _capabilities(ours, env, accept_env or flag is not None)
     rocm = _parse_host_rocm(ours["host-rocm"]) if "host-rocm" in ours else None
     asked = "host-rocm" in ours
-    tuning = parse_tuning(ours)
+    tuning = parse_tuning(*(from_env(ours, env) if accept_env else (ours, frozenset())))  # never proven the user's
     allocation = _parse_allocation(ours[ALLOCATION]) if ALLOCATION in ours else None
     if "gpus" in ours:
         sel = _parse_gpus(f"{PREFIX}gpus", ours["gpus"], vendor)

@@ -9,7 +9,7 @@ from gpuhook.request.ids import is_decimal
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
 PERF_LEVELS = ("auto", "low", "high", "manual", "profile_standard", "profile_peak", "profile_min_sclk",
                "profile_min_mclk", "perf_determinism")
@@ -39,46 +39,63 @@ class Tuning:
         return any((self.clocks, self.power_limit, self.perf_level, self.compute_mode))
 
 
-def parse_tuning(ours: Mapping[str, str]) -> Tuning:
-    """The tuning part of a container's gpuhook.dev/ annotations (keys without the prefix)."""
+def env_key(key: str) -> str:
+    """The env name of a tuning key, for engines that pass no annotations (Docker 20.10): GPUHOOK_CLOCKS, ..."""
+    return "GPUHOOK_" + key.upper().replace("-", "_")
+
+
+def from_env(ours: Mapping[str, str], env: Mapping[str, str]) -> tuple[dict[str, str], frozenset[str]]:
+    """The tuning keys asked by annotation, with those asked only in env (GPUHOOK_CLOCKS=1500) added; and which
+    of them came from env. An annotation wins over the same key in env."""
+    merged = {k: v for k, v in ours.items() if k in KEYS}
+    taken = frozenset(k for k in KEYS if k not in merged and env_key(k) in env)
+    return merged | {k: env[env_key(k)] for k in taken}, taken
+
+
+def parse_tuning(ours: Mapping[str, str], env_keys: frozenset[str] = frozenset()) -> Tuning:
+    """The tuning part of a container's gpuhook.dev/ annotations (keys without the prefix); `env_keys` are those
+    that came from the GPUHOOK_* env instead (from_env), named so in errors."""
+    def name(key: str) -> str:
+        return env_key(key) if key in env_keys else f"annotation gpuhook.dev/{key}"
+
     env = []
-    if _flag(ours, "fine-grain-pcie"):
+    if _flag(ours, "fine-grain-pcie", name):
         env.append("HSA_FORCE_FINE_GRAIN_PCIE=1")
     if "gfx-override" in ours:
         value = ours["gfx-override"].strip()
         parts = value.split(".")
         if len(parts) != 3 or not all(is_decimal(p) and len(p) <= 3 for p in parts):
-            _bad("gfx-override", ours["gfx-override"], "a gfx version such as 10.3.0")
+            _bad(name("gfx-override"), ours["gfx-override"], "a gfx version such as 10.3.0")
         env.append(f"HSA_OVERRIDE_GFX_VERSION={value}")
-    return Tuning(_clocks(ours), _watts(ours), _choice(ours, "perf-level", PERF_LEVELS),
-                  _choice(ours, "compute-mode", COMPUTE_MODES), _flag(ours, "exclusive"), tuple(env))
+    return Tuning(_clocks(ours, name), _watts(ours, name), _choice(ours, "perf-level", PERF_LEVELS, name),
+                  _choice(ours, "compute-mode", COMPUTE_MODES, name), _flag(ours, "exclusive", name), tuple(env))
 
 
-def _bad(key: str, raw: str, expected: str) -> None:
+def _bad(name: str, raw: str, expected: str) -> None:
     shown = raw if len(raw) <= 64 else raw[:64] + "…"
-    raise RequestError(f"annotation gpuhook.dev/{key}={shown!r}: expected {expected}")
+    raise RequestError(f"{name}={shown!r}: expected {expected}")
 
 
-def _clocks(ours: Mapping[str, str]) -> tuple[int, int] | None:
+def _clocks(ours: Mapping[str, str], name: Callable[[str], str]) -> tuple[int, int] | None:
     if "clocks" not in ours:
         return None
     raw = ours["clocks"]
     low, sep, high = raw.strip().lower().removesuffix("mhz").partition("-")
     if not _number(low.strip()) or (sep and not _number(high.strip())):
-        _bad("clocks", raw, "MHz (1500) or a range (1200-1800)")
+        _bad(name("clocks"), raw, "MHz (1500) or a range (1200-1800)")
     lo, hi = int(low), int(high) if sep else int(low)
     if lo <= 0 or hi < lo or hi > MAX_MHZ:
-        _bad("clocks", raw, f"a positive MHz value up to {MAX_MHZ} or a range whose first value is the lower")
+        _bad(name("clocks"), raw, f"a positive MHz value up to {MAX_MHZ} or a range whose first value is the lower")
     return lo, hi
 
 
-def _watts(ours: Mapping[str, str]) -> int | None:
+def _watts(ours: Mapping[str, str], name: Callable[[str], str]) -> int | None:
     if "power-limit" not in ours:
         return None
     raw = ours["power-limit"]
     value = raw.strip().lower().removesuffix("w").strip()
     if not _number(value) or not 0 < int(value) <= MAX_WATTS:
-        _bad("power-limit", raw, f"watts, e.g. 300 (at most {MAX_WATTS})")
+        _bad(name("power-limit"), raw, f"watts, e.g. 300 (at most {MAX_WATTS})")
     return int(value)
 
 
@@ -86,19 +103,19 @@ def _number(text: str) -> bool:
     return is_decimal(text) and len(text) <= 6
 
 
-def _choice(ours: Mapping[str, str], key: str, choices: tuple[str, ...]) -> str | None:
+def _choice(ours: Mapping[str, str], key: str, choices: tuple[str, ...], name: Callable[[str], str]) -> str | None:
     if key not in ours:
         return None
     value = ours[key].strip().lower()
     if value not in choices:
-        _bad(key, ours[key], "one of " + ", ".join(choices))
+        _bad(name(key), ours[key], "one of " + ", ".join(choices))
     return value
 
 
-def _flag(ours: Mapping[str, str], key: str) -> bool:
+def _flag(ours: Mapping[str, str], key: str, name: Callable[[str], str]) -> bool:
     if key not in ours:
         return False
     value = ours[key].strip().lower()
     if value not in ("true", "false"):
-        _bad(key, ours[key], "true or false")
+        _bad(name(key), ours[key], "true or false")
     return value == "true"

@@ -42,10 +42,11 @@ class HostSpec:
         return {"nvidia": self.nvidia, "amd": self.amd, **dict(self.others)}.get(vendor, 0)
 
 
-def build_host(root: str, spec: HostSpec) -> str:
-    """Create (or re-create) a simulated host at `root`; return its absolute path. Needs root for mknod."""
+def build_host(root: str, spec: HostSpec, replace: bool = True) -> str:
+    """Create a simulated host at `root` (re-create one gpuhook simulate made there, if `replace`); return its
+    absolute path. Needs root for mknod."""
     root = os.path.abspath(root)
-    _prepare(root)
+    _prepare(root, replace)
     for vendor in all_vendors():
         count = spec.gpus_of(vendor.NAME)
         if count or vendor.NAME in spec.drivers_without_gpus:
@@ -55,11 +56,16 @@ def build_host(root: str, spec: HostSpec) -> str:
     return root
 
 
-def _prepare(root: str) -> None:
+def _prepare(root: str, replace: bool) -> None:
+    if os.path.exists(root) and not os.path.isdir(root):
+        raise SimulatorError(f"{root} is not a directory: pick an empty or new directory")
     if os.path.isdir(root) and os.listdir(root):
         if not os.path.exists(os.path.join(root, MARKER)):
             raise SimulatorError(f"{root} is not empty and was not made by gpuhook simulate: "
                                  "pick an empty or new directory")
+        if not replace:
+            raise SimulatorError(f"{root} holds a simulated host already: --replace rebuilds it (its GPUs' state "
+                                 "and any gpuhook config pointing at it start anew)")
         shutil.rmtree(root)
     os.makedirs(root, exist_ok=True)
     if os.geteuid() != 0:

@@ -19,6 +19,13 @@ _LEVELS = {"auto": "AUTO", "low": "LOW", "high": "HIGH", "manual": "MANUAL", "pr
            "profile_min_sclk": "STABLE_MIN_SCLK", "perf_determinism": "DETERMINISM"}
 
 
+def _within(s: Setting, lo: int, hi: int, least: int, most: int) -> None:
+    """Refuse a graphics clock range outside the GPU's own (its lowest and highest sclk), naming both."""
+    if not least <= lo <= hi <= most:
+        asked = f"{lo} MHz" if lo == hi else f"{lo}-{hi} MHz"
+        raise TuningError(f"GPU {s.index} ({s.pci}) runs its graphics clock within {least}-{most} MHz: {asked} refused")
+
+
 class AmdSmiBackend:
     """amdsmi (the package) on the host root's libamd_smi.so."""
 
@@ -60,6 +67,8 @@ class AmdSmiBackend:
                 self._smi.amdsmi_set_power_cap(h, 0, int(value))
             elif value != "default":
                 lo, hi = (int(x) for x in value.split("-"))
+                info = self._smi.amdsmi_get_clock_info(h, self._smi.AmdSmiClkType.SYS)
+                _within(s, lo, hi, int(info["min_clk"]), int(info["max_clk"]))
                 self._smi.amdsmi_set_gpu_clk_range(h, lo, hi, self._smi.AmdSmiClkType.SYS)
         except self._smi.AmdSmiException as e:
             raise TuningError(f"amdsmi cannot set {s.name}={value} on GPU {s.index} ({s.pci}): {e}") from e
@@ -107,6 +116,7 @@ class SysfsBackend:
         elif value != "default":  # the kernel drops forced levels when the performance level leaves manual
             lo, hi = (int(x) for x in value.split("-"))
             levels = self._sclk_levels(s)
+            _within(s, lo, hi, min(m for _, m in levels), max(m for _, m in levels))
             chosen = [str(i) for i, mhz in levels if lo <= mhz <= hi]
             if not chosen:
                 have = ", ".join(str(m) for _, m in levels)

@@ -13,6 +13,10 @@ if TYPE_CHECKING:
 _MODES = {"default": 0, "prohibited": 2, "exclusive-process": 3}
 
 
+def _mhz(lo: int, hi: int) -> str:
+    return f"{lo} MHz" if lo == hi else f"{lo}-{hi} MHz"
+
+
 class NvmlBackend:
     """Reads and writes NVIDIA GPU settings; holds one NVML session until close()."""
 
@@ -47,6 +51,10 @@ class NvmlBackend:
                 self._nvml.nvmlDeviceResetGpuLockedClocks(h)
             elif s.name == "clocks":
                 lo, hi = (int(x) for x in value.split("-"))
+                least, most = self._graphics_clocks(h)
+                if not least <= lo <= hi <= most:  # NVML would clamp or take 32 bits: refuse with the range
+                    raise TuningError(f"GPU {s.index} ({s.gpu}) locks its graphics clock within {least}-{most} MHz: "
+                                      f"{_mhz(lo, hi)} refused")
                 self._nvml.nvmlDeviceSetGpuLockedClocks(h, lo, hi)
             elif s.name == "power_limit":
                 lo, hi = self._nvml.nvmlDeviceGetPowerManagementLimitConstraints(h)
@@ -58,6 +66,19 @@ class NvmlBackend:
                 self._nvml.nvmlDeviceSetComputeMode(h, _MODES[value] if value in _MODES else int(value))
         except self._nvml.NVMLError as e:
             raise TuningError(f"NVML cannot set {s.name}={value} on GPU {s.index} ({s.gpu}): {e}") from e
+
+    def _graphics_clocks(self, h: object) -> tuple[int, int]:
+        """The lowest and highest graphics clock the GPU supports (at its highest memory clock), MHz; from the
+        maximum clock alone where the supported lists are not given."""
+        nvml = self._nvml
+        try:
+            memory = max(nvml.nvmlDeviceGetSupportedMemoryClocks(h) or [0])
+            supported = nvml.nvmlDeviceGetSupportedGraphicsClocks(h, memory) if memory else []
+        except nvml.NVMLError:
+            supported = []
+        if supported:
+            return min(supported), max(supported)
+        return 1, int(nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_GRAPHICS))
 
     def _handle(self, s: Setting) -> object:
         try:

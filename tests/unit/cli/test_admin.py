@@ -62,11 +62,14 @@ def test_a_malformed_cdi_spec_is_named_and_the_others_still_listed(config: Path,
 def test_a_broken_config_is_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text("host_root = [\n")
-    for args in (["list"], ["doctor"], ["gc"], ["labels", "--output", "-"]):
+    for args in (["list"], ["gc"], ["labels", "--output", "-"]):
         done = _gpuhook(args, bad)
         assert done.returncode == 1 and "Traceback" not in done.stderr
         (line,) = done.stderr.strip().splitlines()
         assert line.startswith(f"gpuhook: config {bad} is not valid TOML")
+    doctor = _gpuhook(["doctor"], bad)  # a failed check, as monitoring reads it: exit 2, its finding and fix
+    assert doctor.returncode == 2 and not doctor.stderr
+    assert doctor.stdout.startswith(f"fail  config {bad} is not valid TOML") and "fix: " in doctor.stdout
 
 
 @pytest.mark.parametrize(("rest", "expect"), [([], ""), (["--kubelet-dir", "/k"], "/k"), (["--kubelet-dir=/k"], "/k"),

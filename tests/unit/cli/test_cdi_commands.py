@@ -43,6 +43,8 @@ def test_if_changed_leaves_the_file_until_the_driver_changes(host: str, tmp_path
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     spec = tmp_path / "etc-cdi/gpuhook-nvidia.json"
     args = ["cdi", "generate", "--vendor", "nvidia", "--output", str(spec), "--engine", "none", "--if-changed"]
+    assert main(args) == 1 and "etc-cdi does not exist" in capsys.readouterr().err  # no directory made silently
+    spec.parent.mkdir()
     assert main(args) == 0
     os.utime(spec, ns=(1_000_000_000, 1_000_000_000))  # an old mtime: any rewrite would show
     assert main(args) == 0 and spec.stat().st_mtime_ns == 1_000_000_000

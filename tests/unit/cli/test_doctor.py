@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuhook.cli import doctor, doctor_reload
+from gpuhook.cli import doctor, doctor_engines, doctor_reload
 from gpuhook.cli.doctor import run_checks
 from gpuhook.config import Config
 from gpuhook.engines import registration as engines
@@ -22,6 +22,7 @@ def _levels(findings: list) -> dict[str, str]:  # type: ignore[type-arg]
 def _no_real_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
     """This machine's runc is its own finding (test_runtime_finding); the other tests are about the host tree."""
     monkeypatch.setattr(doctor, "_runtime", lambda runtime: [])
+    monkeypatch.setattr(doctor, "_paths", lambda: [])  # test_doctor_paths.py: the front ends beside the command
     monkeypatch.setattr(doctor_reload, "SYSTEMD_RUNNING", "/nonexistent")  # test_doctor_reload.py fakes systemd
 
 
@@ -46,10 +47,36 @@ def test_engine_registration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fa
     crio.write_text("[crio.runtime]\n")
     monkeypatch.setattr(engines, "DEFAULT_PATHS", {"docker": str(daemon), "crio": str(crio),
                                                    "podman": str(tmp_path / "absent.json")})
+    monkeypatch.setattr(doctor_engines, "BINARIES", {**doctor_engines.BINARIES, "podman": "no-such-podman"})
     levels = _levels(run_checks(Config(path="c", host_root=fake_host(amd=1), state_dir=str(tmp_path / "s"))))
     assert levels[f"docker: gpuhook registered in {daemon}"] == "ok"
     assert levels[f"crio: gpuhook not registered in {crio}"] == "warn"
     assert not any("podman" in what for what in levels)  # not installed: not reported
+
+
+def test_an_installed_engine_without_its_config_is_unregistered(tmp_path: Path) -> None:
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "dockerd").write_text("#!/bin/sh\n")
+    (bindir / "dockerd").chmod(0o755)
+    paths = {"docker": str(tmp_path / "daemon.json"), "podman": str(tmp_path / "hooks.json")}
+    found = doctor_engines.checks(paths, proc=str(tmp_path / "no-proc"), search=str(bindir))
+    assert found[0] == ("warn", f"docker: dockerd is installed but {tmp_path}/daemon.json is absent: gpuhook is not "
+                        "registered", "gpuhook configure docker")
+    assert len(found) == 2 and "no nvidia-container-runtime-hook on dockerd's PATH" in found[1][1]  # podman absent
+
+
+@pytest.mark.parametrize(("content", "whose"), [
+    ("#!/usr/bin/python3 -IS\nimport sys\nfrom gpuhook.cli.nvidia_hook import main\n", "gpuhook's"),
+    ("#!/bin/sh\n# NVIDIA Container Runtime Hook\n", "NVIDIA's container toolkit's"),
+], ids=["gpuhook", "nvidia"])
+def test_whose_gpus_hook_dockerd_runs(tmp_path: Path, content: str, whose: str) -> None:
+    hook = tmp_path / "nvidia-container-runtime-hook"
+    hook.write_text(content)
+    hook.chmod(0o755)
+    level, what = doctor_engines.gpus_hook(str(tmp_path))
+    assert level == "ok" and what == f"docker --gpus: dockerd runs {hook}, {whose}" + (
+        "" if whose == "gpuhook's" else " (gpuhook's hook is not used)")
 
 
 @pytest.mark.parametrize(("text", "affected"), [

@@ -173,10 +173,26 @@ def test_dry_run_writes_nothing_and_shows_the_diff(tmp_path: Path, capsys: pytes
 def test_cli_says_which_daemon_to_restart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "config.toml"
     path.write_text(CONTAINERD_V2)
+    systemd = os.path.isdir("/run/systemd/system")
     assert cli.main(["configure", "containerd", "--config-path", str(path)]) == 0
-    assert "systemctl restart containerd" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "restart containerd" in said and "to see the gpuhook runtime" in said
+    assert ("systemctl restart containerd" in said) == systemd  # systemctl only where systemd runs
     assert cli.main(["configure", "containerd", "--config-path", str(path), "--revert"]) == 0
+    said = capsys.readouterr().out
+    assert "to drop the gpuhook runtime" in said and "to see" not in said
     assert path.read_text() == CONTAINERD_V2
+
+
+@pytest.mark.parametrize(("systemd", "reverted", "says"), [
+    (True, False, "restart dockerd (systemctl restart docker) for Docker to see the gpuhook runtime"),
+    (False, False, "restart dockerd (however dockerd was started: there is no systemd here) for Docker to see"),
+    (True, True, "restart dockerd (systemctl restart docker) for Docker to drop the gpuhook runtime"),
+], ids=["systemd", "no systemd", "revert"])
+def test_restart_hint(systemd: bool, reverted: bool, says: str) -> None:
+    from gpuhook.engines.registration import restart
+
+    assert restart("docker", reverted, systemd).startswith(says)
 
 
 def test_broken_daemon_json_is_refused_untouched(tmp_path: Path) -> None:

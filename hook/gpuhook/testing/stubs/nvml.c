@@ -183,6 +183,32 @@ int nvmlDeviceGetClockInfo(device_t *d, int type, unsigned *mhz) {
     return 0;
 }
 
+/* an H100 SXM's clocks: memory 2619 MHz; graphics 345-1980 MHz in 15 MHz steps, listed highest first as NVML does */
+#define MEM_MHZ 2619u
+#define GFX_MIN 345u
+#define GFX_MAX 1980u
+#define GFX_STEP 15u
+static int clock_list(unsigned *count, unsigned *out, unsigned first, unsigned n, unsigned step) {
+    if (!out || *count < n) { *count = n; return 7; } /* NVML_ERROR_INSUFFICIENT_SIZE */
+    for (unsigned i = 0; i < n; i++) out[i] = first - i * step;
+    *count = n;
+    return 0;
+}
+int nvmlDeviceGetSupportedMemoryClocks(device_t *d, unsigned *count, unsigned *mhz) {
+    (void)d; return clock_list(count, mhz, MEM_MHZ, 1, 0);
+}
+int nvmlDeviceGetSupportedGraphicsClocks(device_t *d, unsigned mem, unsigned *count, unsigned *mhz) {
+    (void)d;
+    if (mem != MEM_MHZ) return 2; /* NVML_ERROR_INVALID_ARGUMENT */
+    return clock_list(count, mhz, GFX_MAX, (GFX_MAX - GFX_MIN) / GFX_STEP + 1, GFX_STEP);
+}
+int nvmlDeviceGetMaxClockInfo(device_t *d, int type, unsigned *mhz) {
+    (void)d;
+    if (type != 0 && type != 1) return 3; /* graphics and SM */
+    *mhz = GFX_MAX;
+    return 0;
+}
+
 int nvmlDeviceSetGpuLockedClocks(device_t *d, unsigned lo, unsigned hi) {
     if (must_fail(d->index, "clocks")) return 999; /* NVML_ERROR_UNKNOWN */
     load_state(); clk_lo[d->index] = lo; clk_hi[d->index] = hi; save_state();
