@@ -5,12 +5,14 @@ a fork, and the runtime is exec'd from the small native process rather than from
 worker first copies the memory calls write (cli/warm_memory.py), so the call pays no copy-on-write faults.
 
 The worker is the direct path, in a fork: it takes the caller's stdin, stdout, stderr and working directory
-(descriptors), argv, environment, umask and mount namespace, runs the same code (cli/shim.py's `prepare`,
-cli/hook.py), and answers "exit N" or "exec RUNTIME". Nothing is cached across calls: each worker reads the
-config, the host and the image anew. Only root callers are served (SO_PEERCRED), on a socket only root can
-reach. Any doubt answers "direct" and the caller starts Python itself: a caller in another root directory, a
-message that is not one, an installation changed under the daemon (which then exits, for its service manager
-to start it anew). Stopping or killing the daemon only ever costs the callers their direct path.
+(descriptors), argv, environment and umask, runs the same code (cli/shim.py's `prepare`, cli/hook.py), and
+answers "exit N" or "exec RUNTIME". Nothing is cached across calls: each worker reads the config, the host and the
+image anew. It serves only a caller that is what an engine's call is (trusted_caller: root, in the daemon's own
+namespaces and root directory, with all its capabilities; docs/warm-helper.md), naming a config only root can
+write, while the installed code is still the code loaded; so it never joins another mount namespace, and nothing
+it imports, runs or reads as configuration comes from a container. Any doubt answers "direct" and the caller
+starts Python itself; an installation changed under the daemon also ends it, for its service manager to start
+it anew. Stopping or killing the daemon only ever costs the callers their direct path.
 """
 
 from __future__ import annotations
@@ -29,12 +31,11 @@ SOCKET = "/run/gpuhook/warm.sock"  # native/warm.h's WARM_SOCKET; GPUHOOK_WARM_S
 VERSION = b"gpuhook-warm/1"
 MAX_MESSAGE = 64 << 10  # warm.h's WARM_MAX
 _FDS = 4  # stdin, stdout, stderr, the working directory
-# the files whose change means the installation changed under the daemon (then it answers "direct" and exits)
 SPARES = 2  # workers waiting for a call: two containers may start at once without waiting for a fork
 _PR_SET_PDEATHSIG = 1
 _ACK_WAIT = 5.0  # seconds a worker waits for the call after its "A" (a caller that sends nothing frees it)
 LEARN_FROM = 16  # calls whose written pages the daemon learns (warm_memory.py)
-_WATCHED = ("__init__.py", "cli/shim.py", "cli/hook.py", "cli/inject.py", "cli/warm.py")
+Installation = tuple[tuple[str, int, int, int], ...]  # (path, device, inode, mtime) of every file the code is
 
 
 def serve(path: str = "", spares: int = SPARES) -> int:
@@ -51,7 +52,7 @@ def serve(path: str = "", spares: int = SPARES) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    installed = _installation()
+    installed = installation()
     import gc
 
     gc.freeze()  # what was imported stays shared with the workers (no copy-on-write from the collector)
@@ -61,13 +62,13 @@ def serve(path: str = "", spares: int = SPARES) -> int:
     hot: set[int] = set()  # the pages calls write (warm_memory.py)
     served = 0
     try:
-        while _installation() == installed:
+        while _current(installed):
             while len(waiting) < spares:
                 memo = os.memfd_create("gpuhook-warm-pages") if served < LEARN_FROM else -1
                 me = os.getpid()
                 pid = os.fork()
                 if pid == 0:
-                    os._exit(_child(listener, taken_r, taken_w, hot, memo, me))
+                    os._exit(_child(listener, taken_r, taken_w, hot, memo, me, installed))
                 waiting.add(pid)
                 served += 1
                 if memo >= 0:
@@ -109,18 +110,20 @@ def _reap(waiting: set[int], taken: int, learning: dict[int, int], hot: set[int]
             os.close(memo)
 
 
-def _child(listener: socket.socket, taken_r: int, taken_w: int, hot: set[int], memo: int, daemon: int) -> int:
+def _child(listener: socket.socket, taken_r: int, taken_w: int, hot: set[int], memo: int, daemon: int,
+           installed: Installation) -> int:
     """The forked worker's whole life; never returns into the daemon's loop, whatever happens."""
     try:
         for signo in (signal.SIGTERM, signal.SIGINT):  # the daemon's handler would run its cleanup here
             signal.signal(signo, signal.SIG_DFL)
         os.close(taken_r)
-        return _spare(listener, taken_w, hot, memo, daemon)
+        return _spare(listener, taken_w, hot, memo, daemon, installed)
     except BaseException:  # a worker's failure is its caller's direct path, never the daemon's loop
         return 1
 
 
-def _spare(listener: socket.socket, taken: int, hot: set[int], memo: int, daemon: int) -> int:
+def _spare(listener: socket.socket, taken: int, hot: set[int], memo: int, daemon: int,
+           installed: Installation) -> int:
     """A worker: copy the pages calls write now, while no call waits, then take one call (and report the pages
     it wrote in `memo`, when the daemon is still learning them)."""
     from gpuhook.cli import warm_memory
@@ -136,7 +139,7 @@ def _spare(listener: socket.socket, taken: int, hot: set[int], memo: int, daemon
     with contextlib.suppress(OSError):  # a daemon that is gone forks no next spare: the call is served anyway
         os.write(taken, os.getpid().to_bytes(4, "little"))  # the daemon forks the next spare meanwhile
     os.close(taken)
-    status = _work(conn)
+    status = _work(conn, installed)
     if memo >= 0:  # after the answer: the caller does not wait for this
         with contextlib.suppress(OSError):  # a hook worker in a container's namespaces may not see this /proc
             warm_memory.report(memo, warm_memory.owned(ranges))
@@ -217,18 +220,33 @@ def _same_socket(path: str, mine: tuple[int, int]) -> bool:
     return (st.st_dev, st.st_ino) == mine
 
 
-def _installation() -> tuple[tuple[int, int], ...]:
-    """The identity of the installed code the daemon has loaded (inode and mtime of a few files)."""
+def installation() -> Installation:
+    """The identity of the code the daemon runs: every file of a module it has loaded (gpuhook's, the standard
+    library's, its dependencies') and every file of the gpuhook package (which workers may import later), each
+    as (path, device, inode, mtime). Reads the package's directories; stats each file."""
     base = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    paths = {f for m in list(sys.modules.values()) if isinstance(f := getattr(m, "__file__", None), str)}
+    for folder, dirs, files in os.walk(base):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        paths.update(os.path.join(folder, f) for f in files if f.endswith((".py", ".json", ".toml", ".so")))
+    return _identity(sorted(paths))
+
+
+def _identity(paths: list[str]) -> Installation:
     out = []
-    for name in _WATCHED:
+    for path in paths:
         try:
-            st = os.stat(os.path.join(base, name))
+            st = os.stat(path)
         except OSError:
-            out.append((0, 0))
+            out.append((path, 0, 0, 0))
             continue
-        out.append((st.st_ino, st.st_mtime_ns))
+        out.append((path, st.st_dev, st.st_ino, st.st_mtime_ns))
     return tuple(out)
+
+
+def _current(installed: Installation) -> bool:
+    """Whether every file of `installed` is still the one loaded (none replaced, changed or removed)."""
+    return _identity([entry[0] for entry in installed]) == installed
 
 
 def _answer(conn: socket.socket, text: bytes) -> None:
@@ -237,8 +255,10 @@ def _answer(conn: socket.socket, text: bytes) -> None:
     conn.close()
 
 
-def _work(conn: socket.socket) -> int:
-    """One call, in the forked worker; the exit status of the worker (the caller has the real one)."""
+def _work(conn: socket.socket, installed: Installation) -> int:
+    """One call, in the forked worker; the exit status of the worker (the caller has the real one). Served only
+    for a caller that is what an engine's runtime call is (trusted_caller), by code that is still the installed
+    code (`installed`), with a config only root can have written (_own_config); else "direct"."""
     try:
         conn.send(b"A")  # the caller sends its call, and its descriptors, only now
         conn.settimeout(_ACK_WAIT)
@@ -246,9 +266,10 @@ def _work(conn: socket.socket) -> int:
         msg, fds, flags, _ = socket.recv_fds(conn, MAX_MESSAGE, _FDS)
         conn.settimeout(None)
         call = _parse(msg) if uid == 0 and len(fds) == _FDS and not flags & socket.MSG_TRUNC else None
-        if call is None or not _adopt(pid, fds):
+        if call is None or not trusted_caller(pid, conn) or not _current(installed) or not _own_config(call[4]):
             _answer(conn, b"direct")
             return 0
+        _adopt(fds)
     except OSError:
         return 0  # the caller is gone, or sent nothing usable: it takes its direct path
     kind, mask, exe, argv, env = call
@@ -292,26 +313,87 @@ def _parse(msg: bytes) -> tuple[str, int, str, list[str], dict[str, str]] | None
     return fields[1].decode(), mask, exe, argv, dict(e.split("=", 1) for e in env)
 
 
-def _adopt(pid: int, fds: list[int]) -> bool:
-    """Take the caller's descriptors as stdin, stdout, stderr and working directory, and its mount namespace;
-    False (nothing taken) when its root directory is not this process's."""
-    mine, theirs = os.stat("/"), os.stat(f"/proc/{pid}/root")
-    if (mine.st_dev, mine.st_ino) != (theirs.st_dev, theirs.st_ino):
-        return False
-    ns = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        if os.fstat(ns).st_ino != os.stat("/proc/self/ns/mnt").st_ino:
-            from gpuhook import syscalls
+_NAMESPACES = ("mnt", "pid", "user", "cgroup", "ipc", "uts")
+_SO_PEERPIDFD = 77  # Linux 6.5: a pidfd of the process that connected
 
-            syscalls.setns(ns, syscalls.CLONE_NEWNS)  # a worker is one thread: it may change namespaces
+
+def trusted_caller(pid: int, conn: socket.socket | None = None) -> bool:
+    """Whether the process `pid` is what an engine's call to the runtime or a runtime's hook is: in this daemon's
+    own namespaces (mount, pid, user, ...), at this daemon's root directory, with every capability this daemon
+    has. A container's process (another mount or pid namespace, a user namespace, Docker's reduced capabilities,
+    a socket bind-mounted into it, a chroot into a view of the host) is none of these. Reads /proc; the pidfd of
+    `conn`'s peer, where the kernel gives one, proves the pid was not reused meanwhile."""
+    try:
+        for ns in _NAMESPACES:
+            mine, theirs = os.stat(f"/proc/self/ns/{ns}"), os.stat(f"/proc/{pid}/ns/{ns}")
+            if (mine.st_dev, mine.st_ino) != (theirs.st_dev, theirs.st_ino):
+                return False
+        mine, theirs = os.stat("/"), os.stat(f"/proc/{pid}/root")
+        if (mine.st_dev, mine.st_ino) != (theirs.st_dev, theirs.st_ino):
+            return False
+        if _capabilities("self") != _capabilities(str(pid)) or _capabilities("self") is None:
+            return False
+    except OSError:
+        return False
+    return conn is None or _same_process(conn, pid)
+
+
+def _capabilities(pid: str) -> tuple[int, int] | None:
+    """(effective, bounding) capability sets of a process, from its status file (bounded read)."""
+    fd = os.open(f"/proc/{pid}/status", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        text = os.read(fd, 8192).decode(errors="replace")
     finally:
-        os.close(ns)
+        os.close(fd)
+    found = dict(line.split(":", 1) for line in text.splitlines() if line.startswith(("CapEff:", "CapBnd:")))
+    if len(found) != 2:
+        return None
+    return int(found["CapEff"], 16), int(found["CapBnd"], 16)
+
+
+def _same_process(conn: socket.socket, pid: int) -> bool:
+    """Whether the peer that connected is still the live process `pid` (its pidfd's fdinfo); True where the kernel
+    has no SO_PEERPIDFD (then the pid is what SO_PEERCRED said, and the caller is blocked waiting on us)."""
+    try:
+        pidfd = conn.getsockopt(socket.SOL_SOCKET, _SO_PEERPIDFD)
+    except OSError:
+        return True
+    try:
+        with open(f"/proc/self/fdinfo/{pidfd}", "rb") as f:
+            info = f.read(4096)
+    except OSError:
+        return False
+    finally:
+        os.close(pidfd)
+    line = next((ln for ln in info.splitlines() if ln.startswith(b"Pid:")), b"Pid: -1")
+    return line.split()[1] == str(pid).encode()
+
+
+def _own_config(env: dict[str, str]) -> bool:
+    """Whether the config the call names (GPUHOOK_CONFIG, else the default) is root's own: a regular file that
+    root owns and only root may write, or the default path absent. Reads its status."""
+    import stat as st_mod
+
+    from gpuhook.configfile import DEFAULT_PATH, ENV
+
+    path = env.get(ENV) or DEFAULT_PATH
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return path == DEFAULT_PATH
+    except OSError:
+        return False
+    return st_mod.S_ISREG(st.st_mode) and st.st_uid == 0 and not st.st_mode & 0o022
+
+
+def _adopt(fds: list[int]) -> None:
+    """Take the caller's descriptors as stdin, stdout, stderr and working directory (the caller shares this
+    daemon's namespaces and root: trusted_caller)."""
     for target, fd in enumerate(fds[:3]):
         os.dup2(fd, target)
         os.close(fd)
     os.fchdir(fds[3])
     os.close(fds[3])
-    return True
 
 
 def _run(kind: str, argv: list[str], caller: int) -> bytes:

@@ -3,6 +3,7 @@ the answer a call's outcome becomes."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -81,53 +82,56 @@ def test_argc_decides_where_argv_ends() -> None:
 
 @pytest.fixture
 def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A copy of the watched files of the package, which warm._installation is made to look at."""
+    """A copy of the package, which warm.installation is made to look at (and no loaded module besides)."""
     package = Path(warm.__file__).parents[1]
     copy = tmp_path / "gpuhook"
-    for name in warm._WATCHED:
-        (copy / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(package / name, copy / name)
+    shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(warm, "__file__", str(copy / "cli" / "warm.py"))
+    monkeypatch.setattr(warm.sys, "modules", {})
     return copy
 
 
-def test_the_installed_files_are_all_there() -> None:
-    assert warm._WATCHED and (0, 0) not in warm._installation()
-    assert warm._installation() == warm._installation()
+def test_the_installation_covers_loaded_modules_and_the_package() -> None:
+    found = {entry[0] for entry in warm.installation()}
+    assert warm.__file__ in found and json.__file__ in found  # gpuhook's and the standard library's
+    assert any(p.endswith("gpuhook/config.schema.json") for p in found)  # data the code reads
+    assert all(entry[2] for entry in warm.installation())  # every file there
+    assert warm._current(warm.installation())
 
 
 def test_an_untouched_copy_is_the_same_installation(tree: Path) -> None:
-    first = warm._installation()
-    assert (0, 0) not in first
-    (tree / "logs.py").write_text("# not watched\n")
-    assert warm._installation() == first
+    first = warm.installation()
+    assert len(first) > 50 and warm._current(first)
 
 
-@pytest.mark.parametrize("name", warm._WATCHED)
+# every module of the package, not a chosen few: a change to any is the old code no more
+NAMES = ["__init__.py", "cli/shim.py", "logs.py", "plan/select.py", "vendors/amd.py", "config.schema.json"]
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_a_touched_file_is_another_installation(tree: Path, name: str) -> None:
-    first = warm._installation()
+    first = warm.installation()
     st = os.stat(tree / name)
     os.utime(tree / name, ns=(st.st_atime_ns, st.st_mtime_ns + 1))
-    assert warm._installation() != first
+    assert not warm._current(first)
 
 
-@pytest.mark.parametrize("name", warm._WATCHED)
+@pytest.mark.parametrize("name", NAMES)
 def test_a_replaced_file_is_another_installation(tree: Path, name: str) -> None:
     """A package manager writes a new file and renames it over the old one: same times, another inode."""
-    first = warm._installation()
+    first = warm.installation()
     st = os.stat(tree / name)
     new = tree / f"{name}.new"
     shutil.copyfile(tree / name, new)
     os.utime(new, ns=(st.st_atime_ns, st.st_mtime_ns))
     os.replace(new, tree / name)
-    assert warm._installation() != first
+    assert not warm._current(first)
 
 
-@pytest.mark.parametrize("name", warm._WATCHED)
-def test_a_removed_file_is_another_installation(tree: Path, name: str) -> None:
-    first = warm._installation()
-    os.unlink(tree / name)
-    assert warm._installation() != first
+def test_a_removed_file_is_another_installation(tree: Path) -> None:
+    first = warm.installation()
+    (tree / "tuning/ledger.py").unlink()
+    assert not warm._current(first)
 
 
 # -- the answer ------------------------------------------------------------------------------------------------------
