@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Build the single-executable gpuhook with PyInstaller into dist/gpuhook/ (one-dir layout: see README,
-# Packaging, for why), plus the gpuhook-runtime name and the native pass-through front end beside it.
+# Build the single-executable gpuhook with PyInstaller into dist/gpuhook/ (one-dir layout: see docs/packaging.md
+# for why), plus the gpuhook-runtime name and the native pass-through front end beside it.
 #   bash packaging/build-binary.sh            (uses .venv; PYTHON=... to choose another interpreter)
 set -euo pipefail
 cd "$(dirname "$0")/.."

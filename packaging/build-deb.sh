@@ -19,6 +19,7 @@ ln -s /opt/gpuhook/gpuhook "$root/usr/bin/gpuhook"
 ln -s /opt/gpuhook/gpuhook-runtime "$root/usr/bin/gpuhook-runtime"
 install -m 0644 hook/gpuhook/config.default.toml "$root/etc/gpuhook/config.toml"
 install -m 0644 README.md "$root/usr/share/doc/gpuhook/README.md"
+cp -r docs "$root/usr/share/doc/gpuhook/docs" && chmod -R u=rwX,go=rX "$root/usr/share/doc/gpuhook/docs"
 for u in gpuhook-cdi-refresh.path gpuhook-cdi-refresh.service gpuhook-warm.service; do  # shipped, not enabled
   sed 's|/usr/local/bin/gpuhook|/usr/bin/gpuhook|g' "packaging/systemd/$u" > "$root/lib/systemd/system/$u"
 done

@@ -34,3 +34,25 @@ def fake_host(tmp_path: Path) -> FakeHost:
         return build_host(str(tmp_path / f"host{next(count)}"), HostSpec(**kwargs))  # type: ignore[arg-type]
 
     return build
+
+
+_TIERS = {"unit": "unit tests (pure, fake hosts)", "e2e": "end-to-end tests (real runc, crun, dockerd, containerd, "
+          "Podman, Prometheus)", "installed": "the installed product (install.sh, --no-native, the warm helper, "
+          "the .deb; a first run builds the single binary)"}
+_tier = {"now": "", "started": 0.0}
+
+
+def pytest_runtest_logstart(nodeid: str, location: tuple[str, int | None, str]) -> None:
+    """Say when a tier starts (tests/run.sh's progress): its name, and the seconds since the session began."""
+    import time
+
+    parts = nodeid.split("/")
+    tier = parts[1] if len(parts) > 2 and parts[0] == "tests" else ""
+    if tier in _TIERS and tier != _tier["now"]:
+        if not _tier["started"]:
+            _tier["started"] = time.monotonic()
+        _tier["now"] = tier
+        import sys
+
+        sys.stderr.write(f"\n[{time.monotonic() - _tier['started']:.0f}s] {_TIERS[tier]}\n")
+        sys.stderr.flush()

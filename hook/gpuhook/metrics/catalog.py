@@ -1,5 +1,5 @@
 """Every metric the exporter serves: name, type, labels and help, in one table. The names and labels are an
-interface (dashboards and alerts depend on them); the README's metric table and the Grafana dashboard are checked
+interface (dashboards and alerts depend on them); docs/monitoring.md's metric table and the Grafana dashboard are checked
 against this table by the tests."""
 
 from __future__ import annotations

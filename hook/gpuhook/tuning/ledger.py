@@ -103,4 +103,4 @@ def render(state: State) -> str:
 def _corrupt(path: str, why: str) -> LedgerError:
     return LedgerError(f"the tuning ledger {path} is corrupt ({why}); gpuhook applies and restores no GPU tuning "
                        f"until it is repaired: inspect it, or restore the last good copy with "
-                       f"`cp {path}.prev {path}` and run `gpuhook gc` (see README, Tuning)")
+                       f"`cp {path}.prev {path}` and run `gpuhook gc` (see docs/tuning.md)")
