@@ -38,23 +38,32 @@ def authorized(request: Request, annotations: Mapping[str, str], config: Config,
 _count_lock = -1  # held from picking free GPUs until this container's record is saved
 
 
-def pick_free(request: Request, inventory: Inventory, root: Root, state_dir: str,
-              busy: tuple[tuple[str, str], ...], me: str) -> Request:
-    """count:N selections as N GPUs none of `busy` (GPU, container) has, one NUMA node preferred. Takes the count
-    lock (release_count_lock frees it once the record is on disk); reads sysfs."""
+def take_count_lock(state_dir: str) -> None:
+    """Wait for the count lock; held until release_count_lock (once this container's record is on disk). The
+    records of the GPUs in use must be read after this, or two count requests pick from the same view. Opens
+    and locks state_dir/count.lock."""
     import fcntl
 
     from gpuhook.apply.state_dir import ensure
+
+    global _count_lock
+    if _count_lock < 0:
+        fd = os.open(os.path.join(ensure(state_dir), "count.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        _count_lock = fd
+
+
+def pick_free(request: Request, inventory: Inventory, root: Root, busy: tuple[tuple[str, str], ...],
+              me: str) -> Request:
+    """count:N selections as N GPUs none of `busy` (GPU, container) has, one NUMA node preferred. `busy` must be
+    read under the count lock (take_count_lock; RuntimeError without it). Reads sysfs."""
     from gpuhook.host.numa import numa_node
     from gpuhook.plan.allocate import resolve_count
     from gpuhook.plan.select import vendor_for
     from gpuhook.vendors.registry import all_vendors
 
-    global _count_lock
     if _count_lock < 0:
-        _count_lock = os.open(os.path.join(ensure(state_dir), "count.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
-                              0o600)
-        fcntl.flock(_count_lock, fcntl.LOCK_EX)
+        raise RuntimeError("count requests are picked under the count lock (take_count_lock first)")
     users = dict(busy)
     by_name = {v.NAME: v for v in all_vendors()}
     out = []

@@ -56,12 +56,16 @@ def prepare(spec: Spec, bundle: str, config: Config, log: Any, gpuhook_bin: str 
         inventory = discover(root)
     inventory = identified(root, inventory, tuple(i for s in request.selections for i in s.devices or ()))
     counted = any(s.count for s in request.selections)
+    if counted:  # held until this container's record is saved: the records read next are the truth under it
+        from gpuhook.cli.granting import take_count_lock
+
+        take_count_lock(config.state_dir)
     # the other live GPU containers (the records read once): a count picks around them, exclusive refuses on them
     users = _users(config.state_dir, container_id) if counted or request.tuning.exclusive else ()
     if counted:
         from gpuhook.cli.granting import pick_free
 
-        request = pick_free(request, inventory, root, config.state_dir, users, container_id)
+        request = pick_free(request, inventory, root, users, container_id)
     needs = survey(request, inventory, spec, config)
     ledger = _ledger_view(config.state_dir)
     facts = gather(needs, root, inventory.vendors, rootfs(spec, bundle), config, ledger,

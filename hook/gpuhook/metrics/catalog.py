@@ -1,6 +1,6 @@
 """Every metric the exporter serves: name, type, labels and help, in one table. The names and labels are an
-interface (dashboards and alerts depend on them); docs/monitoring.md's metric table and the Grafana dashboard are checked
-against this table by the tests."""
+interface (dashboards and alerts depend on them); docs/monitoring.md's metric table and the Grafana dashboard
+are checked against this table by the tests."""
 
 from __future__ import annotations
 

@@ -1,0 +1,65 @@
+"""count:N under concurrency: 20 containers asking `gpuhook.dev/gpus=count:1` at once on 4 GPUs, round after round,
+through the shim and in hook mode. Exactly 4 start, each with a GPU no other running container has (what each
+container sees in its own /dev, read with runc exec), and 16 are refused with one line. When the records of the
+GPUs in use were read before the count lock, 5-8 started with GPUs given twice."""
+
+from __future__ import annotations
+
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuhook.testing.simulate import HostSpec
+
+from . import conftest
+from .test_tuning_runc import Tuned, _run_detached
+
+ROUNDS = 3
+AT_ONCE = 20
+GPUS = 4
+COUNT1 = {"gpuhook.dev/gpus": "count:1", "gpuhook.dev/vendor": "nvidia"}
+
+
+def _seen(cid: str) -> set[str]:
+    """The NVIDIA GPU nodes the running container sees."""
+    out = subprocess.run(["runc", "exec", cid, "ls", "/dev"], capture_output=True, text=True, timeout=30,
+                         check=False).stdout.split()
+    return {n for n in out if n.startswith("nvidia") and n[6:].isdigit()}
+
+
+@pytest.mark.parametrize("mode", ["shim", "hook"])
+def test_count_requests_at_once_never_share_a_gpu(tmp_path: Path, base_rootfs: str, mode: str) -> None:
+    t = Tuned(tmp_path, base_rootfs, HostSpec(nvidia=GPUS))
+
+    def hooks(spec: dict[str, Any]) -> None:
+        hook = {"path": conftest.GPUHOOK, "env": [f"GPUHOOK_CONFIG={t.config}"]}
+        spec["hooks"] = {"prestart": [{**hook, "args": ["gpuhook", "hook", "prestart"]}],
+                         "poststop": [{**hook, "args": ["gpuhook", "hook", "poststop"]}]}
+
+    runtime = conftest.SHIM if mode == "shim" else "runc"
+    started: list[str] = []
+    try:
+        for r in range(ROUNDS):
+            cids = [f"count{r}-{mode}-{i}" for i in range(AT_ONCE)]
+            bundles = [t.bundle(COUNT1, ["sleep", "60"], hooks if mode == "hook" else None) for _ in cids]
+            with ThreadPoolExecutor(max_workers=AT_ONCE) as pool:
+                results = list(pool.map(lambda bc: _run_detached(runtime, bc[0], bc[1], t.env),
+                                        zip(bundles, cids, strict=True)))
+            started += [c for c, res in zip(cids, results, strict=True) if res.returncode == 0]
+            up = [c for c, res in zip(cids, results, strict=True) if res.returncode == 0]
+            seen = {c: _seen(c) for c in up}
+            assert len(up) == GPUS, (r, seen, [res.stderr for res in results if res.returncode][:2])
+            assert all(len(s) == 1 for s in seen.values()), seen
+            assert set().union(*seen.values()) == {f"nvidia{i}" for i in range(GPUS)}, seen  # each GPU once
+            for res in results:
+                if res.returncode:
+                    said = res.stderr.strip().splitlines()
+                    assert len(said) == 1 and f"of this host's {GPUS} NVIDIA GPUs are free" in said[0], res.stderr
+            for c in up:
+                t.stop(c)
+    finally:
+        for c in started:
+            t.stop(c)
