@@ -232,7 +232,7 @@ def _env_to_spec(spec: Spec, env: tuple[str, ...], _e: Edits, _: SpecContext) ->
     have = _list(_object(spec, "process"), "env")
     for kv in env:
         key = kv.split("=", 1)[0] + "="
-        have[:] = [e for e in have if not e.startswith(key)] + [kv]
+        have[:] = [e for e in have if not (isinstance(e, str) and e.startswith(key))] + [kv]  # a null item stays
 
 
 def _env_in_spec(spec: Spec) -> set[object]:

@@ -25,9 +25,20 @@ COUNT1 = {"gpuhook.dev/gpus": "count:1", "gpuhook.dev/vendor": "nvidia"}
 
 def _seen(cid: str) -> set[str]:
     """The NVIDIA GPU nodes the running container sees."""
-    out = subprocess.run(["runc", "exec", cid, "ls", "/dev"], capture_output=True, text=True, timeout=30,
-                         check=False).stdout.split()
-    return {n for n in out if n.startswith("nvidia") and n[6:].isdigit()}
+    for _ in range(5):  # an exec can fail while 19 other containers start or stop beside it: ask again
+        done = subprocess.run(["runc", "exec", cid, "ls", "/dev"], capture_output=True, text=True, timeout=30,
+                              check=False)
+        if done.returncode == 0:
+            return {n for n in done.stdout.split() if n.startswith("nvidia") and n[6:].isdigit()}
+    raise AssertionError(f"runc exec {cid}: {done.stderr}")
+
+
+def _records(state: Path) -> dict[str, list[str]]:
+    """container -> GPUs, as gpuhook's records have them (for a failure's message)."""
+    import json
+
+    return {json.loads(p.read_text())["id"]: json.loads(p.read_text())["gpus"]
+            for p in (state / "containers").glob("*.json")}
 
 
 @pytest.mark.parametrize("mode", ["shim", "hook"])
@@ -51,7 +62,7 @@ def test_count_requests_at_once_never_share_a_gpu(tmp_path: Path, base_rootfs: s
             started += [c for c, res in zip(cids, results, strict=True) if res.returncode == 0]
             up = [c for c, res in zip(cids, results, strict=True) if res.returncode == 0]
             seen = {c: _seen(c) for c in up}
-            assert len(up) == GPUS, (r, seen, [res.stderr for res in results if res.returncode][:2])
+            assert len(up) == GPUS, (r, seen, _records(t.tmp / "state"), [res.stderr for res in results][:2])
             assert all(len(s) == 1 for s in seen.values()), seen
             assert set().union(*seen.values()) == {f"nvidia{i}" for i in range(GPUS)}, seen  # each GPU once
             for res in results:

@@ -169,3 +169,25 @@ def test_cdis_linker_cache_hook_writes_nothing_into_a_volume(mixed_host: str, ru
     assert r.rc == 0, r.err
     assert "dlopen libcuda.so.1 ok" in r.out  # the CDI-mounted library is in the container's cache
     assert sorted(os.listdir(vol)) == before
+
+
+@pytest.mark.parametrize("mode", ["shim", "hook"])
+def test_an_images_env_does_not_widen_the_users_gpus_flag(mixed_host: str, run_container: Run, tmp_path: Path,
+                                                          mode: str) -> None:
+    """`docker run --gpus device=1` (Docker's hook and NVIDIA_VISIBLE_DEVICES=1) of an image whose env says
+    AMD_VISIBLE_DEVICES=all, on a host with both: GPU 1 and nothing of AMD's, whichever mode serves it."""
+    cfg = tmp_path / f"{mode}.toml"
+    cfg.write_text(f'host_root = "{mixed_host}"\nstate_dir = "{tmp_path}/state"\n')
+    docker_hook = {"path": str(Path(conftest.GPUHOOK).parent / "nvidia-container-runtime-hook"),
+                   "args": ["nvidia-container-runtime-hook", "prestart"], "env": [f"GPUHOOK_CONFIG={cfg}"]}
+
+    def flag(spec: dict[str, object]) -> None:
+        spec["hooks"] = {"prestart": [docker_hook]}
+
+    r = run_container(mixed_host, "ls /dev; ls /dev/dri 2>&1; true", env={"AMD_VISIBLE_DEVICES": "all",
+                                                                     "NVIDIA_VISIBLE_DEVICES": "1"},
+                      config=cfg.read_text(), spec_edit=flag, mode=mode)
+    assert r.rc == 0, r.err
+    seen = r.out.split()
+    assert "nvidia1" in seen and "nvidia0" not in seen
+    assert "kfd" not in seen and not [n for n in seen if n.startswith(("renderD", "card"))]

@@ -32,7 +32,9 @@ def load_spec(data: bytes, path: str) -> Spec:
     return spec
 
 
-# The fields gpuhook reads or writes, and their JSON types; null stands for absent wherever runc allows it.
+# The fields gpuhook reads or writes, and their JSON types. null is accepted wherever runc's Go decoding takes it:
+# for a field or a map value or list item of a string or number (it decodes to "" or 0, or to nil for a pointer
+# such as a device rule's major); readers take it so.
 _OBJECT, _LIST, _STR, _INT = dict, list, str, int
 _SHAPE: tuple[tuple[str, type, type | None], ...] = (  # (path, type, type of each item or value)
     ("annotations", _OBJECT, _STR), ("root", _OBJECT, None), ("root.path", _STR, None),
@@ -57,7 +59,7 @@ def check_shape(spec: Spec, path: str = "config.json") -> None:
         if item is None:
             continue
         for v in _items(value):
-            if not (isinstance(v, item) and not isinstance(v, bool)) and not (item is _LIST and v is None):
+            if v is not None and not (isinstance(v, item) and not isinstance(v, bool)):
                 raise SpecError(f"{path}: {field} holds {_json_type(v)}, expected {_json_type(item())} items")
     for m in spec.get("mounts") or []:
         if not isinstance(m.get("destination", ""), str) or not isinstance(m.get("options") or [], list):
@@ -66,7 +68,7 @@ def check_shape(spec: Spec, path: str = "config.json") -> None:
     for field, entries in (("linux.devices", linux.get("devices")),
                            ("linux.resources.devices", (linux.get("resources") or {}).get("devices"))):
         for d in entries or []:
-            if any(not isinstance(d.get(k, 0), int) or isinstance(d.get(k), bool) for k in ("major", "minor")):
+            if any(not isinstance(d.get(k) or 0, int) or isinstance(d.get(k), bool) for k in ("major", "minor")):
                 raise SpecError(f"{path}: an entry of {field} has a major or minor that is not a number")
     for stage, hooks in (spec.get("hooks") or {}).items():
         for h in hooks or []:

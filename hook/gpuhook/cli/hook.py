@@ -133,8 +133,8 @@ def _give(spec: Spec, bundle: str, config: Config, cid: str, pid: int, prepared:
         print(f"gpuhook hook: warning: {w}", file=sys.stderr)  # runc shows a hook's stderr only on failure
         log.warning("hook", detail=w)
     user = (spec.get("process") or {}).get("user") or {}
-    gids = {int(user.get("gid", 0)), *(int(g) for g in user.get("additionalGids") or [])}
-    swap = live.apply(todo, pid, rootfs(spec, bundle), config.host_root, config.ldconfig, int(user.get("uid", 0)),
+    gids = {int(user.get("gid") or 0), *(int(g or 0) for g in user.get("additionalGids") or [])}  # null: 0 to runc
+    swap = live.apply(todo, pid, rootfs(spec, bundle), config.host_root, config.ldconfig, int(user.get("uid") or 0),
                       gids, config.hook_timeout, config.state_dir, prepared.edits.mounts, spec)
     if swap is not None:  # cgroup v2: the runtime's device filter replaced by gpuhook's
         log.info("device filter", cgroup=swap.cgroup, old=list(swap.old), new=swap.new)

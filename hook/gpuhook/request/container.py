@@ -75,9 +75,11 @@ class Request:
 
 
 def env_map(env: Iterable[str]) -> dict[str, str]:
-    """An OCI `process.env` list as a dict (the last of repeated keys wins)."""
+    """An OCI `process.env` list as a dict (the last of repeated keys wins; a null item, "" to runc, is none)."""
     out: dict[str, str] = {}
     for item in env:
+        if not isinstance(item, str):
+            continue
         key, sep, value = item.partition("=")
         if sep:
             out[key] = value
@@ -131,7 +133,8 @@ def parse_request(annotations: Mapping[str, str], env: Mapping[str, str], accept
     honoured even without `accept_env`, for gpuhook.dev/vendor's vendor, or (`any_vendor`) the host's only one.
     Tuning is asked by annotation or, where an engine passes none (Docker 20.10), by GPUHOOK_<KEY> env under the
     same rule: `docker run --gpus 0 -e GPUHOOK_CLOCKS=1500`."""
-    ours = {k[len(PREFIX):]: v for k, v in annotations.items() if k.startswith(PREFIX)}
+    ours = {k[len(PREFIX):]: v if isinstance(v, str) else "" for k, v in annotations.items()  # null: "" to runc
+            if k.startswith(PREFIX)}
     for key, value in ours.items():
         if key not in _KNOWN:
             raise RequestError(f"unknown annotation {PREFIX}{key}={value!r}: known keys are "
@@ -149,8 +152,9 @@ def parse_request(annotations: Mapping[str, str], env: Mapping[str, str], accept
     if vendor is not None and flagged is None:
         raise RequestError(f"annotation {PREFIX}vendor={ours['vendor']!r} needs {PREFIX}gpus "
                            "(e.g. all, 0,1, count:2 or a UUID)")
-    others = _env_selections(env, accept_env, skip=flag)
-    return Request((flagged, *others) if flagged else others, caps, rocm, asked, tuning, allocation)
+    if flagged is not None:  # the user's explicit --gpus bounds the request: an image's AMD_VISIBLE_DEVICES=all adds none
+        return Request((flagged,), caps, rocm, asked, tuning, allocation)
+    return Request(_env_selections(env, accept_env, skip=flag), caps, rocm, asked, tuning, allocation)
 
 
 def _flag_selection(env: Mapping[str, str], flag: str | None, vendor: str | None,

@@ -54,3 +54,33 @@ def test_a_wrong_type_is_one_line_naming_the_field(field: str, value: Any) -> No
 def test_deep_nesting_is_a_spec_error() -> None:
     with pytest.raises(SpecError, match="nests too deeply"):
         load_spec(b"[" * 100_000 + b"]" * 100_000, "config.json")
+
+
+# null inside a field, where runc's Go decoding takes it: "" for a string, 0 for a number, nil (any) for a device
+# rule's major or minor (tests/e2e/test_spec_nulls.py runs each through real runc)
+INNER_NULLS = [("annotations", {"other/key": None, "io.kubernetes.cri.container-name": None}),
+               ("process.env", ["A=1", None]), ("process.user.additionalGids", [None, 44]),
+               ("process.user.uid", None), ("process.user.gid", None), ("linux.maskedPaths", [None]),
+               ("linux.devices", [{"path": "/dev/x", "type": "c", "major": None, "minor": None}]),
+               ("linux.resources.devices", [{"allow": False, "type": "c", "major": None, "minor": None,
+                                             "access": "m"}])]
+
+
+@pytest.mark.parametrize(("field", "value"), INNER_NULLS, ids=[f"{f}={json.dumps(v)}" for f, v in INNER_NULLS])
+def test_null_inside_a_field_is_what_runc_makes_of_it(field: str, value: Any) -> None:
+    from gpuhook.request.container import env_map, parse_request
+
+    spec = load_spec(json.dumps(_with(field, value)).encode(), "config.json")
+    out = apply_edits(spec, EDITS, "/r", "/sbin/ldconfig")
+    assert out["linux"]["devices"][-1]["path"] == "/dev/nvidia0" or out["linux"]["devices"][0]["path"] == "/dev/x"
+    env = env_map(out["process"]["env"])
+    assert parse_request(out.get("annotations") or {}, env).selections == ()
+
+
+def test_a_null_gpuhook_annotation_is_an_empty_value() -> None:
+    from gpuhook.errors import RequestError
+    from gpuhook.request.container import parse_request
+
+    for key in ("gpus", "exclusive", "clocks"):  # "" to runc: a value gpuhook names, not a crash
+        with pytest.raises(RequestError, match=f"gpuhook.dev/{key}=''"):
+            parse_request({f"gpuhook.dev/{key}": None}, {})  # type: ignore[dict-item]

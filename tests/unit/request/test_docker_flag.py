@@ -62,11 +62,6 @@ def test_vendor_annotation_still_needs_a_request() -> None:
         parse_request({"gpuhook.dev/vendor": "amd"}, {}, flag="nvidia")
 
 
-def test_other_vendors_env_joins_the_flag() -> None:
-    request = parse_request({}, {"NVIDIA_VISIBLE_DEVICES": "0", "AMD_VISIBLE_DEVICES": "1"}, flag="nvidia")
-    assert [s.source for s in request.selections] == ["--gpus", "AMD_VISIBLE_DEVICES"]
-
-
 @pytest.mark.parametrize(("hooks", "vendor"), [
     ({"prestart": [HOOK]}, "nvidia"),
     ({"prestart": [{"path": "/usr/bin/nvidia-container-runtime-hook"}]}, "nvidia"),  # by the file name
@@ -78,3 +73,18 @@ def test_other_vendors_env_joins_the_flag() -> None:
 def test_the_hook_marks_the_flag(hooks: object, vendor: str | None) -> None:
     assert gpus_flag(hooks) == vendor
     assert is_gpus_hook(HOOK) and not is_gpus_hook({"path": "/usr/local/bin/gpuhook"}) and not is_gpus_hook("x")
+
+
+@pytest.mark.parametrize("image_env", [{"AMD_VISIBLE_DEVICES": "all"}, {"AMD_VISIBLE_DEVICES": "0,1"}],
+                         ids=["all", "list"])
+@pytest.mark.parametrize("accept_env", [True, False], ids=["env accepted", "env refused"])
+def test_the_flag_bounds_what_an_images_env_adds(image_env: dict[str, str], accept_env: bool) -> None:
+    """`--gpus device=1` with an image carrying another vendor's env key: GPU 1 only, never that vendor's GPUs too."""
+    request = parse_request({}, {**image_env, "NVIDIA_VISIBLE_DEVICES": "1"}, accept_env=accept_env, flag="nvidia")
+    assert request.selections == (Selection("nvidia", ("1",), "--gpus", "1", any_vendor=True),)
+
+
+def test_an_annotation_bounds_what_env_adds() -> None:
+    request = parse_request({"gpuhook.dev/gpus": "0", "gpuhook.dev/vendor": "nvidia"},
+                            {"AMD_VISIBLE_DEVICES": "all", "NVIDIA_VISIBLE_DEVICES": "all"})
+    assert [(s.vendor, s.devices) for s in request.selections] == [("nvidia", ("0",))]
