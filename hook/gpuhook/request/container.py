@@ -152,7 +152,7 @@ def parse_request(annotations: Mapping[str, str], env: Mapping[str, str], accept
     if vendor is not None and flagged is None:
         raise RequestError(f"annotation {PREFIX}vendor={ours['vendor']!r} needs {PREFIX}gpus "
                            "(e.g. all, 0,1, count:2 or a UUID)")
-    if flagged is not None:  # the user's explicit --gpus bounds the request: an image's AMD_VISIBLE_DEVICES=all adds none
+    if flagged is not None:  # the user's --gpus bounds the request: an image's AMD_VISIBLE_DEVICES=all adds none
         return Request((flagged,), caps, rocm, asked, tuning, allocation)
     return Request(_env_selections(env, accept_env, skip=flag), caps, rocm, asked, tuning, allocation)
 
