@@ -87,7 +87,10 @@ py=python3
 if command -v apt-get >/dev/null 2>&1; then
   need=""
   pkgs="runc"
-  [ "$demo" = 1 ] && pkgs="$pkgs busybox-static gcc libc6-dev"
+  [ "$demo" = 1 ] && pkgs="$pkgs busybox-static"
+  # the native front ends' compiler, where there is none (a DaemonSet's node, a minimal host)
+  if [ "$native" != --no-native ] && [ -z "$binary" ] && ! command -v cc >/dev/null 2>&1; then pkgs="$pkgs gcc libc6-dev"; fi
+  [ "$demo" = 1 ] && pkgs="$pkgs gcc libc6-dev"
   for pkg in $pkgs; do dpkg -s "$pkg" >/dev/null 2>&1 || need="$need $pkg"; done
   "$py" -c 'import ensurepip' >/dev/null 2>&1 || need="$need python3-venv"
   if [ -n "$need" ]; then

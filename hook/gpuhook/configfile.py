@@ -6,8 +6,10 @@ Parsing TOML costs more than the rest of the pass-through path, so the parsed ta
 
 from __future__ import annotations
 
+import errno
 import marshal
 import os
+import stat
 
 from gpuhook.errors import ConfigError
 
@@ -18,6 +20,7 @@ if TYPE_CHECKING:
 DEFAULT_PATH = "/etc/gpuhook/config.toml"
 ENV = "GPUHOOK_CONFIG"
 CACHE_DIR = "/run/gpuhook/config-cache"
+MAX_CONFIG = 1 << 20  # a config larger than this is not one
 
 
 def config_path() -> tuple[str, bool]:
@@ -77,9 +80,8 @@ def _remember(path: str, suffix: str, lines: str, cache_dir: str | None) -> None
     text = f"{key}\n{lines}"
     target = _cache_file(cache_dir, path) + suffix
     try:
-        with open(target, "rb") as f:
-            if f.read() == text.encode():
-                return
+        if read_regular(target, os.O_NOFOLLOW, len(text) * 4 + 1) == text.encode():
+            return
     except OSError:
         pass
     try:
@@ -136,12 +138,30 @@ def _parse(path: str) -> dict[str, Any]:
     import tomllib
 
     try:
-        with open(path, "rb") as f:
-            return tomllib.loads(f.read().decode("utf-8"))
+        return tomllib.loads(read_regular(path, 0, MAX_CONFIG).decode("utf-8"))
     except OSError as e:
         raise ConfigError(f"config {path} cannot be read: {e.strerror}") from e
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(f"config {path} is not valid TOML: {e}") from e
+
+
+def read_regular(path: str, flags: int, limit: int) -> bytes:
+    """A regular file's bytes, opened without blocking (a FIFO there is an error, not a wait) with `flags` added
+    (O_NOFOLLOW: statefile.read_bounded), at most `limit` of them; OSError otherwise. Reads a file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | flags)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        chunks, total = [], 0
+        while chunk := os.read(fd, min(st.st_size, limit) + 1 - total if total <= st.st_size else 1 << 16):
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:
+                raise OSError(errno.EFBIG, f"larger than {limit} bytes", path)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def _cache_file(cache_dir: str, path: str) -> str:
@@ -159,11 +179,12 @@ def _cache_get(cache_dir: str | None, key: tuple[object, ...]) -> tuple[dict[str
     try:
         if not _trusted(os.stat(cache_dir)):
             return None
-        fd = os.open(_cache_file(cache_dir, str(key[0])), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(_cache_file(cache_dir, str(key[0])), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
     try:
-        if not _trusted(os.fstat(fd)):
+        st = os.fstat(fd)
+        if not _trusted(st) or (st.st_mode & 0o170000) != 0o100000:  # root's regular file, or not believed
             return None
         with os.fdopen(fd, "rb", closefd=False) as f:
             stored_key, table, valid = marshal.loads(f.read())

@@ -17,6 +17,7 @@ from gpuhook.apply.state_dir import ensure, unlink
 from gpuhook.atomic import write_text
 from gpuhook.errors import PolicyError
 from gpuhook.frozen import frozen, replace
+from gpuhook.statefile import read_bounded
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -136,11 +137,7 @@ def _dump(a: Allocation) -> str:
 
 def _read(path: str) -> Allocation | None:
     try:
-        with open(path, "rb") as f:
-            data = f.read(_MAX_RECORD + 1)
-        if len(data) > _MAX_RECORD:
-            return None  # no record is this large: not one of the plugin's
-        raw = fastjson.loads(data)
+        raw = fastjson.loads(read_bounded(path, _MAX_RECORD))  # a FIFO or a link there is no record
         return Allocation(str(raw["id"]), str(raw["resource"]), str(raw["vendor"]),
                           tuple(str(g) for g in raw["gpus"]), tuple(str(d) for d in raw["devices"]),
                           bool(raw["shared"]), float(raw["created"]), float(raw["expires"]),

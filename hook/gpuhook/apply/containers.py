@@ -11,6 +11,7 @@ from gpuhook import fastjson
 from gpuhook.apply.state_dir import ensure, unlink
 from gpuhook.atomic import write_text
 from gpuhook.frozen import frozen
+from gpuhook.statefile import read_bounded
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -112,8 +113,7 @@ def _records(state_dir: str, prefix: str = "") -> list[tuple[ContainerRecord, st
             continue  # a writer's temporary file
         path = os.path.join(directory, name)
         try:
-            with open(path, "rb") as f:
-                raw = fastjson.loads(f.read(_MAX_RECORD))
+            raw = fastjson.loads(read_bounded(path, _MAX_RECORD))  # a FIFO or a link there is no record
             rec = ContainerRecord(raw["id"], tuple(tuple(d) for d in raw["drivers"]), raw.get("runtime_root", ""),
                                   int(raw.get("pid", 0)), raw.get("start_time", ""), tuple(raw.get("gpus", ())),
                                   int(raw.get("creator", 0)), raw.get("creator_start", ""),

@@ -28,6 +28,7 @@ LICENSE = "Apache-2.0"
 ACCESS = {"m": 1, "r": 2, "w": 4}  # BPF_DEVCG_ACC_MKNOD, _READ, _WRITE
 TYPES = {"b": 1, "c": 2}  # BPF_DEVCG_DEV_BLOCK, _CHAR
 _MAX = (1 << 31) - 1  # an immediate is signed 32-bit; Linux majors have 12 bits, minors 20
+_MAX_U32 = (1 << 32) - 1  # runc refuses a larger number; one above _MAX it compares sign-extended: it matches none
 
 # the instructions used (class | operation | source)
 LDX_W = 0x61  # dst = *(u32 *)(src + off)
@@ -39,7 +40,9 @@ _NEXT = -(1 << 15)  # a jump's offset before it is known: to the next block
 
 @frozen
 class Rule:
-    """One device cgroup rule as the runtime spec has it; None for a wildcard number, kind "a" for every device."""
+    """One device cgroup rule as the runtime spec has it; None for a wildcard number (absent, null or -1), kind "a"
+    for every device. Other negative numbers are kept: runc's emulator holds them as numbers of their own, and its
+    program then takes any negative number for any (see `instructions`)."""
 
     allow: bool
     kind: str  # "a", "b" or "c"
@@ -91,11 +94,11 @@ def spec_rules(entries: Iterable[Any]) -> tuple[Rule, ...]:
 
 
 def _number(value: object, i: int) -> int | None:
-    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value < 0):
-        return None  # absent (and runc's -1): any number
-    if not isinstance(value, int) or isinstance(value, bool) or value > _MAX:
+    if value is None or value == -1:
+        return None  # absent, null, and runc's -1: any number
+    if not isinstance(value, int) or isinstance(value, bool) or value > _MAX_U32:
         raise CgroupError(f"linux.resources.devices[{i}] has a device number {value!r} that is not one")
-    return value
+    return value  # -2 and the like stay numbers for the emulation (runc's Wildcard is -1 alone)
 
 
 def container_rules(spec: dict[str, Any], runtime: str, added: Sequence[DeviceRule]) -> tuple[Rule, ...]:
@@ -152,11 +155,14 @@ def instructions(policy: Policy) -> list[Insn]:
     out: list[Insn] = [(LDX_W, 2, 1, 0, 0), (AND32_K, 2, 0, 0, 0xFFFF), (LDX_W, 3, 1, 0, 0), (RSH32_K, 3, 0, 0, 16),
                        (LDX_W, 4, 1, 4, 0), (LDX_W, 5, 1, 8, 0)]
     for r in policy.exceptions:
+        if any(n is not None and n > _MAX for n in (r.major, r.minor)):
+            continue  # runc compares it as a negative immediate with a 32-bit field: no device matches
         block: list[Insn] = [(JNE_K, 2, 0, _NEXT, TYPES[r.kind])]
         access = sum(ACCESS[a] for a in r.access)
         if access != 7:  # every bit the request has must be the rule's: (r3 & access) == r3
             block += [(MOV32_X, 1, 3, 0, 0), (AND32_K, 1, 0, 0, access), (JNE_X, 1, 3, _NEXT, 0)]
-        block += [(JNE_K, reg, 0, _NEXT, n) for reg, n in ((4, r.major), (5, r.minor)) if n is not None]
+        # a negative number is any number in runc's program, whatever the emulation kept it as
+        block += [(JNE_K, reg, 0, _NEXT, n) for reg, n in ((4, r.major), (5, r.minor)) if n is not None and n >= 0]
         block += [(MOV32_K, 0, 0, 0, int(r.allow)), (EXIT, 0, 0, 0, 0)]
         out += [(c, d, s, len(block) - i - 1 if off == _NEXT else off, imm)  # to the next block's first instruction
                 for i, (c, d, s, off, imm) in enumerate(block)]

@@ -13,6 +13,7 @@ import zlib
 from gpuhook.apply.state_dir import ensure
 from gpuhook.atomic import write_text
 from gpuhook.edits import ProcOverlay
+from gpuhook.statefile import read_bounded
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -61,9 +62,8 @@ def _same_files(directory: str, name: str, files: dict[str, str], content: str) 
     if found != set(files):
         return False
     for rel, text in files.items():
-        with open(os.path.join(top, rel)) as f:
-            if f.read() != text:
-                return False
+        if read_bounded(os.path.join(top, rel), len(text.encode()) + 1) != text.encode():
+            return False
     write_text(directory + CONTENT, content, mode=0o444, durable=False)
     return True
 
@@ -71,7 +71,6 @@ def _same_files(directory: str, name: str, files: dict[str, str], content: str) 
 def _same(directory: str, content: str) -> bool:
     """Whether an existing copy was written with exactly this content."""
     try:
-        with open(directory + CONTENT) as f:
-            return f.read() == content
+        return read_bounded(directory + CONTENT, len(content.encode()) + 1) == content.encode()
     except OSError:
         return False

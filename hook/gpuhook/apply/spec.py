@@ -9,6 +9,9 @@ from gpuhook import fastjson
 from gpuhook.atomic import write_text
 from gpuhook.edits import Edits, SpecContext
 from gpuhook.errors import SpecError
+from gpuhook.statefile import read_bounded
+
+MAX_SPEC = 16 << 20  # as the shim and its native front end: larger is not a bundle's config
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -91,8 +94,7 @@ def read_spec(bundle: str) -> Spec:
     """The bundle's config.json; SpecError when it cannot be read. Reads a file."""
     path = os.path.join(bundle, "config.json")
     try:
-        with open(path, "rb") as f:
-            return load_spec(f.read(), path)
+        return load_spec(read_bounded(path, MAX_SPEC), path)
     except OSError as e:
         raise SpecError(f"cannot read {path}: {e.strerror}") from e
 

@@ -66,6 +66,8 @@ def prepare(spec: Spec, bundle: str, config: Config, log: Any, gpuhook_bin: str 
         from gpuhook.cli.granting import pick_free
 
         request = pick_free(request, inventory, root, users, container_id)
+        log.info("count picked", gpus=[i for s in request.selections for i in s.devices or ()],
+                 in_use=sorted({f"{gpu}:{cid}" for gpu, cid in users}))
     needs = survey(request, inventory, spec, config)
     ledger = _ledger_view(config.state_dir)
     facts = gather(needs, root, inventory.vendors, rootfs(spec, bundle), config, ledger,

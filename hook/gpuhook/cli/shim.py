@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import sys
 
-from gpuhook.configfile import config_path, read_config, remember_runtime
+from gpuhook.configfile import config_path, read_config, read_regular, remember_runtime
 from gpuhook.errors import GpuhookError, RuntimeNotFoundError, SpecError
 
 TYPE_CHECKING = False
@@ -24,6 +24,7 @@ _GLOBAL_VALUE_FLAGS = {"--root", "--log", "--log-format", "--criu", "--rootless"
 _CMD_VALUE_FLAGS = {"--bundle", "-b", "--console-socket", "--pid-file", "--preserve-fds"}
 _DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _MARKERS = (b"gpuhook.dev/", b"_VISIBLE_DEVICES")  # see gpuhook.vendors.registry
+MAX_SPEC = 16 << 20  # the native front end's limit too (runtime.c): larger is not a bundle's config
 
 
 class RuncArgs:
@@ -110,8 +111,7 @@ def prepare(args: RuncArgs, creator: int | None = None) -> str:
 def _maybe_inject(args: RuncArgs, table: dict[str, object], path: str, validated: bool, creator: int) -> None:
     spec_path = os.path.join(args.bundle, "config.json")
     try:
-        with open(spec_path, "rb") as f:
-            data = f.read()
+        data = read_regular(spec_path, 0, MAX_SPEC)  # a FIFO there is refused, not waited on
     except OSError as e:
         raise SpecError(f"bundle {os.path.abspath(args.bundle)} has no readable config.json ({e.strerror})") from e
     from gpuhook.vendors.registry import markers, node_prefixes

@@ -14,6 +14,7 @@ from gpuhook import fastjson
 from gpuhook.apply.state_dir import ensure
 from gpuhook.atomic import write_text
 from gpuhook.errors import LedgerError
+from gpuhook.statefile import read_bounded
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 
 NAME = "ledger.json"
 VERSION = 1
+MAX_LEDGER = 16 << 20  # far above 64 GPUs x every setting x their holders: a larger file is not a ledger
 
 
 
@@ -56,8 +58,7 @@ class locked:  # lower case: used like the function it replaced, `with ledger.lo
 def load(path: str) -> State:
     """Read a ledger file ({} state when absent); LedgerError when it is corrupt."""
     try:
-        with open(path, "rb") as f:
-            state = fastjson.loads(f.read())
+        state = fastjson.loads(read_bounded(path, MAX_LEDGER))
     except FileNotFoundError:
         return empty()
     except (OSError, ValueError) as e:

@@ -158,7 +158,7 @@ def test_spec_rules_follow_the_runtime_spec() -> None:
 @pytest.mark.parametrize("entry", [
     {"allow": True, "type": "x", "access": "rwm"}, {"allow": True, "access": ""}, {"allow": True},
     {"allow": True, "access": "rx"}, {"allow": True, "type": "c", "major": "195", "access": "r"},
-    {"allow": True, "type": "c", "major": True, "access": "r"}, {"allow": True, "type": "c", "minor": 1 << 31,
+    {"allow": True, "type": "c", "major": True, "access": "r"}, {"allow": True, "type": "c", "minor": 1 << 32,
                                                                  "access": "r"}, "c 195:0 rwm",
 ], ids=["type", "empty-access", "no-access", "access-letter", "string-major", "bool-major", "huge-minor", "text"])
 def test_spec_rules_the_runtime_would_refuse(entry: object) -> None:
@@ -173,3 +173,21 @@ def test_gpuhook_rules_come_last_and_win() -> None:
     rules = f.container_rules(spec, "runc", [DeviceRule("c", 195, 0)])
     assert rules[-1] == Rule(True, "c", 195, 0, "rwm")
     assert decide(list(rules), [("c", 195, 0, "rw")]) == [True]
+
+
+def test_numbers_as_runc_takes_them() -> None:
+    """-1 is runc's wildcard in the emulation; -2 is a number there, but any in runc's program; past 2^31 a number
+    matches nothing (runc compares it sign-extended); past 2^32 runc refuses the container."""
+    rules = f.spec_rules([{"allow": True, "type": "c", "major": -1, "minor": -2, "access": "rw"},
+                          {"allow": True, "type": "c", "major": 1 << 31, "minor": 3, "access": "rw"}])
+    assert rules[0].major is None and rules[0].minor == -2 and rules[1].major == 1 << 31
+    insns = f.instructions(f.emulate(rules))
+    compares = [i for i in insns if i[0] == f.JNE_K and i[1] in (4, 5)]
+    assert compares == []  # the first rule is any c device rw; the second can match nothing and is left out
+    minimal = [{"allow": True, "major": 1, "minor": 255, "access": "wm"},
+               {"allow": False, "type": "c", "major": -2, "access": "m"}]  # the reported case: runc denies c mknod
+    policy = f.emulate(f.spec_rules(minimal))
+    assert policy.default_allow and policy.exceptions == (f.Rule(False, "c", -2, None, "m"),)
+    block = f.instructions(policy)
+    assert [i[4] for i in block if i[0] == f.JNE_K and i[1] == 2] == [f.TYPES["c"]]  # one block: char devices
+    assert not [i for i in block if i[0] == f.JNE_K and i[1] in (4, 5)]  # whatever their numbers: denied

@@ -45,9 +45,9 @@ static char *cached_lines(const char *suffix, char *text, size_t size) {
     snprintf(path + w, sizeof path - w, "%s", suffix);
     struct stat dst, fst;
     if (stat(CACHE_DIR, &dst) != 0 || !cached_trusted(&dst)) return NULL;
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return NULL;
-    if (fstat(fd, &fst) != 0 || !cached_trusted(&fst)) { close(fd); return NULL; }
+    if (fstat(fd, &fst) != 0 || !S_ISREG(fst.st_mode) || !cached_trusted(&fst)) { close(fd); return NULL; }
     ssize_t n = read(fd, text, size - 1);
     close(fd);
     if (n <= 0) return NULL;

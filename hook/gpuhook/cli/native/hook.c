@@ -32,8 +32,10 @@ static int nothing_to_restore(int argc, char **argv, const char *state, size_t l
     *end = 0;
     char ledger[PATH_MAX + 32];
     if (snprintf(ledger, sizeof ledger, "%s/ledger.json", line + 6) >= (int)sizeof ledger) return 0;
-    int fd = open(ledger, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = open(ledger, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return errno == ENOENT;
+    struct stat lst;
+    if (fstat(fd, &lst) != 0 || !S_ISREG(lst.st_mode)) { close(fd); return 0; } /* Python says what it is */
     char held[256];
     ssize_t n = read(fd, held, sizeof held - 1);
     close(fd);

@@ -96,10 +96,10 @@ int main(int argc, char **argv) {
     if (strcmp(command, "create") == 0 || strcmp(command, "run") == 0) {
         char spec_path[PATH_MAX];
         snprintf(spec_path, sizeof spec_path, "%s/config.json", bundle);
-        int sfd = open(spec_path, O_RDONLY | O_CLOEXEC);
+        int sfd = open(spec_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
         if (sfd < 0) to_python();
         struct stat sst;
-        if (fstat(sfd, &sst) != 0 || sst.st_size > MAX_SPEC) to_python();
+        if (fstat(sfd, &sst) != 0 || !S_ISREG(sst.st_mode) || sst.st_size > MAX_SPEC) to_python();
         char *buf = malloc((size_t)sst.st_size + 1);
         ssize_t got = 0, r;
         while (buf && got < sst.st_size && (r = read(sfd, buf + got, (size_t)(sst.st_size - got))) > 0) got += r;
