@@ -68,9 +68,12 @@ def alive(rec: ContainerRecord) -> bool:
 
     if rec.pid:
         return start_time(rec.pid) == rec.start_time != ""
-    if os.path.exists(os.path.join(rec.runtime_root, rec.id, "state.json")):
+    # the creator (runc, still creating it) first: runc writes state.json before it exits, so a creator found
+    # gone has left the state behind if it made the container; state.json first would miss a runc that wrote it
+    # and exited between the two looks (a GPU given twice by count:N, once in dozens of rounds)
+    if rec.creator and start_time(rec.creator) == rec.creator_start != "":
         return True
-    return bool(rec.creator) and start_time(rec.creator) == rec.creator_start != ""  # runc still creating it
+    return os.path.exists(os.path.join(rec.runtime_root, rec.id, "state.json"))
 
 
 def remove(state_dir: str, rec: ContainerRecord) -> None:
