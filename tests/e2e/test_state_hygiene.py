@@ -9,6 +9,7 @@ import os
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,6 +31,13 @@ def _gc(config: Path) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=60, check=False)
 
 
+def _with_poststop(spec: dict[str, Any]) -> None:
+    """Hook mode as hooks.d registers it: gpuhook at poststop too (tuning is refused where nothing would undo it)."""
+    prestart = (spec.get("hooks") or {}).get("prestart") or []
+    if prestart:
+        spec["hooks"]["poststop"] = [{**prestart[0], "args": ["gpuhook", "hook", "poststop"]}]
+
+
 @pytest.mark.parametrize("mode", ["shim", "hook"])
 def test_a_soak_leaves_state_dir_as_small_as_one_container_leaves_it(mixed_host: str, run_container: Run,
                                                                       tmp_path: Path, mode: str) -> None:
@@ -40,7 +48,7 @@ def test_a_soak_leaves_state_dir_as_small_as_one_container_leaves_it(mixed_host:
     for i in range(12):  # bounded: each cycle is one real container with tuning, started and stopped
         gpus = str(i % 2)
         r = run_container(mixed_host, "true", {**NV, "gpuhook.dev/gpus": gpus, "gpuhook.dev/clocks": "1500"},
-                          config=text, mode=mode)
+                          config=text, mode=mode, spec_edit=_with_poststop)
         assert r.rc == 0, r.err
         config.write_text(text)
         assert _gc(config).returncode == 0

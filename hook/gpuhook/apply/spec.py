@@ -61,8 +61,9 @@ def check_shape(spec: Spec, path: str = "config.json") -> None:
             raise SpecError(f"{path}: {field} is {_json_type(value)}, expected {_json_type(kind())} (or null)")
         if item is None:
             continue
-        for v in _items(value):
-            if v is not None and not (isinstance(v, item) and not isinstance(v, bool)):
+        for v in _items(value):  # a null string or number is "" or 0 to runc; a null object or list is not taken
+            if (v is not None or item in (_OBJECT, _LIST)) and not (isinstance(v, item) and not isinstance(v, bool)) \
+                    and not (item is _LIST and v is None):
                 raise SpecError(f"{path}: {field} holds {_json_type(v)}, expected {_json_type(item())} items")
     for m in spec.get("mounts") or []:
         if not isinstance(m.get("destination", ""), str) or not isinstance(m.get("options") or [], list):

@@ -33,7 +33,7 @@ def checks(paths: dict[str, str] | None = None, proc: str = "/proc",
         out.append(("ok", f"{engine}: gpuhook registered in {path}") if registered else
                    ("warn", f"{engine}: gpuhook not registered in {path}", f"gpuhook configure {engine}"))
     if "docker" in paths and shutil.which("dockerd", path=search):
-        out.append(gpus_hook(_dockerd_path(proc)))
+        out.append(gpus_hook(_dockerd_path(proc, search)))
     return out
 
 
@@ -61,12 +61,12 @@ def is_gpuhooks(path: str) -> bool:
         return False
 
 
-def _dockerd_path(proc: str) -> str:
-    """The PATH of a running dockerd (its environment), else the one systemd gives a unit."""
+def _dockerd_path(proc: str, default: str = SYSTEMD_PATH) -> str:
+    """The PATH of a running dockerd (its environment), else `default` (the one systemd gives a unit)."""
     try:
         pids = [p for p in os.listdir(proc) if p.isdigit()]
     except OSError:
-        return SYSTEMD_PATH
+        return default
     for pid in pids:
         try:
             with open(f"{proc}/{pid}/comm", "rb") as f:
@@ -80,4 +80,4 @@ def _dockerd_path(proc: str) -> str:
             if entry.startswith(b"PATH="):
                 return entry[5:].decode(errors="replace")
         return SYSTEMD_PATH
-    return SYSTEMD_PATH
+    return default
