@@ -56,3 +56,18 @@ def pytest_runtest_logstart(nodeid: str, location: tuple[str, int | None, str]) 
 
         sys.stderr.write(f"\n[{time.monotonic() - _tier['started']:.0f}s] {_TIERS[tier]}\n")
         sys.stderr.flush()
+
+
+def require_for_tier(items: list[pytest.Item], tier: str, tools: tuple[str, ...]) -> None:
+    """Skip the tier's items without root or `tools` (CI: a usage error instead: it must run them, not skip them)."""
+    import shutil
+
+    missing = [t for t in tools if shutil.which(t) is None]
+    if os.geteuid() == 0 and not missing:
+        return
+    why = f"tests/{tier} needs root and {', '.join(missing) or tools[0]}"
+    if os.environ.get("CI"):
+        raise pytest.UsageError(f"{why}: CI must run these tests, not skip them")
+    for item in items:
+        if f"tests/{tier}/" in str(item.fspath):
+            item.add_marker(pytest.mark.skip(reason=why))

@@ -19,6 +19,8 @@ import pytest
 from gpuhook.testing.bundle import make_bundle, make_rootfs, oci_config
 from gpuhook.testing.simulate import HostSpec, build_host
 
+from ..conftest import require_for_tier
+
 HOOK_DIR = str(Path(__file__).parents[2] / "hook")
 
 
@@ -58,15 +60,7 @@ def runtime_env(runtime: str) -> dict[str, str]:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    missing = [t for t in ("runc", "busybox", "cc") if shutil.which(t) is None]
-    if os.geteuid() == 0 and not missing:
-        return
-    why = f"e2e needs root and {', '.join(missing) or 'runc'}"
-    if os.environ.get("CI"):
-        raise pytest.UsageError(f"{why}: CI must run the e2e tests, not skip them")
-    for item in items:
-        if "e2e" in str(item.fspath):
-            item.add_marker(pytest.mark.skip(reason=why))
+    require_for_tier(items, "e2e", ("runc", "busybox", "cc"))
 
 
 @pytest.fixture(scope="session")

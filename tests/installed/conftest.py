@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -25,20 +24,14 @@ from pathlib import Path
 
 import pytest
 
+from ..conftest import require_for_tier
+
 REPO = Path(__file__).parents[2]
 FLAVOURS = ("native", "warm", "python", "deb")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    missing = [t for t in ("runc", "busybox", "cc", "strace", "git", "dpkg-deb") if shutil.which(t) is None]
-    if os.geteuid() == 0 and not missing:
-        return
-    why = f"the installed tier needs root and {', '.join(missing) or 'runc'}"
-    if os.environ.get("CI"):
-        raise pytest.UsageError(f"{why}: CI must run it, not skip it")
-    for item in items:
-        if "tests/installed" in str(item.fspath):
-            item.add_marker(pytest.mark.skip(reason=why))
+    require_for_tier(items, "installed", ("runc", "busybox", "cc", "strace", "git", "dpkg-deb"))
 
 
 def _run(argv: list[str], what: str, timeout: int = 900, **kwargs: object) -> str:
