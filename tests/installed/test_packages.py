@@ -46,3 +46,26 @@ def test_install_sh_takes_the_single_binary(binary: Path, export: Path, tmp_path
     assert out.stdout.startswith("gpuhook ")
     subprocess.run(["bash", str(export / "install.sh"), "--uninstall"], env=env, capture_output=True, check=True)
     assert not (tmp_path / "opt").exists()
+
+
+def test_the_wheel_carries_the_native_sources_and_builds_them(export: Path, tmp_path: Path) -> None:
+    """pip's wheel of the export has every native source and header; the launcher module of a venv that installed it
+    builds all three front ends from them (what a pip-only user runs, as docs/packaging.md says)."""
+    import sys
+    import zipfile
+
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path / "wheels"),
+                    str(export)], check=True, timeout=300)
+    (wheel,) = (tmp_path / "wheels").glob("gpuhook-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    native = {n.rsplit("/", 1)[1] for n in names if n.startswith("gpuhook/cli/native/")}
+    assert native == {p.name for p in (export / "hook/gpuhook/cli/native").iterdir()}
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
+    subprocess.run([venv / "bin/pip", "install", "-q", "--no-deps", "--disable-pip-version-check", str(wheel)],
+                   check=True, timeout=300)
+    built = subprocess.run([venv / "bin/python", "-m", "gpuhook.cli.launcher", "--require-native", str(venv / "bin")],
+                           capture_output=True, text=True, timeout=300, check=False)
+    assert built.returncode == 0, built.stderr
+    for name in NATIVE:
+        assert (venv / "bin" / name).read_bytes()[:4] == b"\x7fELF", name
