@@ -1,5 +1,5 @@
 """Driver for test_filter_differential.py, run inside a private mount namespace with cgroup2 over /sys/fs/cgroup:
-  python filter_diff.py SEED COUNT WORKDIR ROOTFS
+  python filter_diff.py SEED COUNT WORKDIR ROOTFS [RUNTIME]
 For COUNT random `linux.resources.devices` lists (from SEED): real runc creates a container with the list (its own
 eBPF device filter attached to the container's cgroup); gpuhook compiles the same list into its filter, attached to
 a scratch cgroup. A process moved into each cgroup then opens every probe node for reading and for writing and
@@ -89,6 +89,7 @@ def probe(cgroup: Path, nodes: Path, scratch: Path) -> dict[str, str]:
 
 def main() -> int:
     seed, count, work, rootfs = int(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3]), sys.argv[4]
+    runtime = sys.argv[5] if len(sys.argv) > 5 else "runc"
     rng = random.Random(seed)
     nodes, scratch = work / "nodes", work / "mknod"
     nodes.mkdir()
@@ -106,14 +107,14 @@ def main() -> int:
         bundle = work / cid
         make_bundle(str(bundle), spec, rootfs)
         with open(work / "runc.err", "w") as err:
-            created = subprocess.run(["runc", "create", "--bundle", str(bundle), cid], stdin=subprocess.DEVNULL,
+            created = subprocess.run([runtime, "create", "--bundle", str(bundle), cid], stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=err, timeout=30, check=False).returncode
         runc: object = "refused"
         if created == 0:
             runc = probe(parent / cid, nodes, scratch)
-            subprocess.run(["runc", "delete", "-f", cid], capture_output=True, timeout=30, check=False)
+            subprocess.run([runtime, "delete", "-f", cid], capture_output=True, timeout=30, check=False)
         try:
-            program = device_filter.compile_rules(device_filter.container_rules(spec, "runc", []))
+            program = device_filter.compile_rules(device_filter.container_rules(spec, runtime, []))
             ours: object = None
         except CgroupError as e:
             ours = f"refused: {e}"
