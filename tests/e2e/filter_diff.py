@@ -114,7 +114,7 @@ def main() -> int:
             runc = probe(parent / cid, nodes, scratch)
             subprocess.run([runtime, "delete", "-f", cid], capture_output=True, timeout=30, check=False)
         try:
-            program = device_filter.compile_rules(device_filter.container_rules(spec, runtime, []))
+            program = device_filter.compile_for(spec, runtime, [])
             ours: object = None
         except CgroupError as e:
             ours = f"refused: {e}"

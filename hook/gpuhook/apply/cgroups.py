@@ -84,5 +84,5 @@ def runtime_of(proc: str = "/proc") -> str:
 def _replace_filter(cgroup_dir: str, spec: dict[str, Any], rules: Sequence[DeviceRule], runtime: str) -> Swap | None:
     from gpuhook.apply import cgroup_v2, device_filter
 
-    program = device_filter.compile_rules(device_filter.container_rules(spec, runtime, rules), sys.byteorder)
+    program = device_filter.compile_for(spec, runtime, rules, sys.byteorder)
     return cgroup_v2.replace_filter(cgroup_dir, program)

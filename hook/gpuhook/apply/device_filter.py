@@ -152,21 +152,30 @@ def _star(n: int | None) -> str:
 def instructions(policy: Policy) -> list[Insn]:
     """The program: load the context into r2 (type), r3 (access), r4 (major), r5 (minor); one block per exception
     returning its verdict when every field it names matches; then the default."""
-    out: list[Insn] = [(LDX_W, 2, 1, 0, 0), (AND32_K, 2, 0, 0, 0xFFFF), (LDX_W, 3, 1, 0, 0), (RSH32_K, 3, 0, 0, 16),
-                       (LDX_W, 4, 1, 4, 0), (LDX_W, 5, 1, 8, 0)]
+    out = list(PROLOGUE)
     for r in policy.exceptions:
         if any(n is not None and n > _MAX for n in (r.major, r.minor)):
             continue  # runc compares it as a negative immediate with a 32-bit field: no device matches
-        block: list[Insn] = [(JNE_K, 2, 0, _NEXT, TYPES[r.kind])]
-        access = sum(ACCESS[a] for a in r.access)
-        if access != 7:  # every bit the request has must be the rule's: (r3 & access) == r3
-            block += [(MOV32_X, 1, 3, 0, 0), (AND32_K, 1, 0, 0, access), (JNE_X, 1, 3, _NEXT, 0)]
-        # a negative number is any number in runc's program, whatever the emulation kept it as
-        block += [(JNE_K, reg, 0, _NEXT, n) for reg, n in ((4, r.major), (5, r.minor)) if n is not None and n >= 0]
-        block += [(MOV32_K, 0, 0, 0, int(r.allow)), (EXIT, 0, 0, 0, 0)]
-        out += [(c, d, s, len(block) - i - 1 if off == _NEXT else off, imm)  # to the next block's first instruction
-                for i, (c, d, s, off, imm) in enumerate(block)]
+        out += block(r)
     return [*out, (MOV32_K, 0, 0, 0, int(policy.default_allow)), (EXIT, 0, 0, 0, 0)]
+
+
+# the context into r2 (type), r3 (access), r4 (major), r5 (minor), as runc, crun and systemd load it
+PROLOGUE: tuple[Insn, ...] = ((LDX_W, 2, 1, 0, 0), (AND32_K, 2, 0, 0, 0xFFFF), (LDX_W, 3, 1, 0, 0),
+                              (RSH32_K, 3, 0, 0, 16), (LDX_W, 4, 1, 4, 0), (LDX_W, 5, 1, 8, 0))
+
+
+def block(r: Rule) -> list[Insn]:
+    """One rule's block: its verdict when every field it names matches (kind "a": any type; a negative number:
+    any number), else on to the next block."""
+    out: list[Insn] = [] if r.kind == "a" else [(JNE_K, 2, 0, _NEXT, TYPES[r.kind])]
+    access = sum(ACCESS[a] for a in set(r.access))
+    if access != 7:  # every bit the request has must be the rule's: (r3 & access) == r3
+        out += [(MOV32_X, 1, 3, 0, 0), (AND32_K, 1, 0, 0, access), (JNE_X, 1, 3, _NEXT, 0)]
+    out += [(JNE_K, reg, 0, _NEXT, n) for reg, n in ((4, r.major), (5, r.minor)) if n is not None and n >= 0]
+    out += [(MOV32_K, 0, 0, 0, int(r.allow)), (EXIT, 0, 0, 0, 0)]
+    return [(c, d, s, len(out) - i - 1 if off == _NEXT else off, imm)  # to the next block's first instruction
+            for i, (c, d, s, off, imm) in enumerate(out)]
 
 
 def encode(insns: Iterable[Insn], byteorder: Literal["little", "big"] = "little") -> bytes:
@@ -179,5 +188,16 @@ def encode(insns: Iterable[Insn], byteorder: Literal["little", "big"] = "little"
 
 
 def compile_rules(rules: Iterable[Rule], byteorder: Literal["little", "big"] = "little") -> bytes:
-    """The device filter allowing exactly what `rules` allow, ready for BPF_PROG_LOAD."""
+    """The device filter allowing exactly what `rules` allow (runc's semantics), ready for BPF_PROG_LOAD."""
     return encode(instructions(emulate(rules)), byteorder)
+
+
+def compile_for(spec: dict[str, Any], runtime: str, added: Sequence[DeviceRule],
+                byteorder: Literal["little", "big"] = "little") -> bytes:
+    """The filter `runtime` itself would have built for the container of `spec` with `added` after its rules:
+    runc's (the cgroup v1 emulation) or crun's (apply/device_filter_crun.py). Ready for BPF_PROG_LOAD."""
+    if runtime == "crun":
+        from gpuhook.apply import device_filter_crun
+
+        return encode(device_filter_crun.instructions(spec, added), byteorder)
+    return compile_rules(container_rules(spec, runtime, added), byteorder)

@@ -51,7 +51,7 @@ def test_v2_replaces_the_filter_with_the_spec_runtime_and_gpuhook_rules(tmp_path
     (tmp_path / "proc" / str(os.getppid())).mkdir()
     (tmp_path / "proc" / str(os.getppid()) / "comm").write_text("crun\n")
     allow(42, RULES, spec, proc=proc, cgroup_root="/cg")
-    want = device_filter.compile_rules(device_filter.container_rules(spec, "crun", RULES))
+    want = device_filter.compile_for(spec, "crun", RULES)  # crun's own semantics (device_filter_crun.py)
     assert swapped == [("/cg/runc/ctr", want)]  # the unified entry, not v1's root devices cgroup
 
 

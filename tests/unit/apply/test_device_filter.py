@@ -191,3 +191,18 @@ def test_numbers_as_runc_takes_them() -> None:
     block = f.instructions(policy)
     assert [i[4] for i in block if i[0] == f.JNE_K and i[1] == 2] == [f.TYPES["c"]]  # one block: char devices
     assert not [i for i in block if i[0] == f.JNE_K and i[1] in (4, 5)]  # whatever their numbers: denied
+
+
+def test_crun_reads_rules_its_own_way() -> None:
+    """crun 1.8: no emulation; "" is a char rule, null an any-type one; a truncated or negative number is any;
+    letters it does not know are dropped, and an empty access matches nothing."""
+    from gpuhook.apply import device_filter_crun as crun
+
+    got = crun.rules([{"allow": True, "type": "", "major": 1, "access": "rwx"},
+                      {"allow": False, "type": None, "major": 1 << 31, "minor": (1 << 32) - 1, "access": ""},
+                      {"allow": True, "type": "b", "major": -5, "minor": 3, "access": "m"}, "junk"])
+    assert got == [f.Rule(True, "c", 1, None, "rw"), f.Rule(False, "a", None, None, ""),
+                   f.Rule(True, "b", None, 3, "m")]
+    wildcard = {"linux": {"resources": {"devices": [{"allow": True, "access": "rwm"}]}}}
+    insns = crun.instructions(wildcard, [])
+    assert insns[-2:] == [(f.MOV32_K, 0, 0, 0, 1), (f.EXIT, 0, 0, 0, 0)]  # allow all: crun's last block, no deny
