@@ -9,7 +9,8 @@
 #   ./install.sh --uninstall   revert those registrations, remove the links and the virtualenv (the config stays)
 #   ./install.sh --cdi         also write CDI specs (gpuhook cdi generate) and enable the systemd units that
 #                              regenerate them after a driver change (gpuhook-cdi-refresh.path)
-#   ./install.sh --warm        also enable the optional warm helper (gpuhook-warm.service): GPU containers and
+#   ./install.sh --no-warm     do not enable the warm helper (gpuhook-warm.service), which is enabled by default
+#                              where systemd runs and the native front ends are installed: GPU containers and
 #                              gpuhook's hooks start without a Python start of their own
 #   ./install.sh --no-native   install without the native front ends (gpuhook-runtime, gpuhook-hook,
 #                              gpuhook-createhook): every container then starts Python (about twice runc's cost);
@@ -39,7 +40,7 @@ configure=""
 uninstall=0
 binary=""
 cdi=0
-warm=0
+warm=1  # where systemd runs and the native front ends are there (they are its only callers); --no-warm: off
 nvidia_hook=1
 native=--require-native
 hook=nvidia-container-runtime-hook
@@ -52,13 +53,14 @@ while [ $# -gt 0 ]; do
     --configure=*) configure="${1#*=}" ;;
     --uninstall) uninstall=1 ;;
     --cdi) cdi=1 ;;
-    --warm) warm=1 ;;
+    --warm) warm=1 ;;  # the default; kept for earlier command lines
+    --no-warm) warm=0 ;;
     --no-nvidia-hook) nvidia_hook=0 ;;
     --no-native) native=--no-native ;;
     --binary) binary="${2:-}"; shift ;;
     --binary=*) binary="${1#*=}" ;;
     *) echo "usage: $0 [--demo] [--configure docker,containerd,crio,podman] [--binary DIR] [--cdi] [--warm]" \
-            "[--no-nvidia-hook] [--no-native] | --uninstall" >&2
+            "[--no-warm] [--no-nvidia-hook] [--no-native] | --uninstall" >&2
        exit 2 ;;
   esac
   shift
@@ -164,14 +166,24 @@ if [ "$cdi" = 1 ]; then
     if [ -d /run/systemd/system ]; then systemctl daemon-reload && systemctl enable --now gpuhook-cdi-refresh.path; fi
   fi
 fi
+[ "$native" = --no-native ] && warm=0  # without the native front ends nothing would call it
 if [ "$warm" = 1 ] && { [ -d /run/systemd/system ] || [ -n "${GPUHOOK_UNITDIR:-}" ]; }; then
+  step "enabling the warm helper (gpuhook-warm.service; --no-warm to leave it off)"
   mkdir -p "$unitdir"
   sed "s|/usr/local/bin/gpuhook|$bindir/gpuhook|g" "$src/packaging/systemd/gpuhook-warm.service" \
     > "$unitdir/gpuhook-warm.service"
   echo gpuhook-warm.service >> "$prefix/installed-units"
-  if [ -d /run/systemd/system ]; then systemctl daemon-reload && systemctl enable --now gpuhook-warm.service; fi
-elif [ -d /run/systemd/system ]; then
-  systemctl try-restart gpuhook-warm.service 2>/dev/null || true  # an upgrade: the helper on the new code
+  if [ -d /run/systemd/system ]; then  # restart: an upgrade's helper runs the new code at once
+    systemctl daemon-reload && systemctl enable gpuhook-warm.service && systemctl restart gpuhook-warm.service
+  fi
+elif [ "$warm" = 0 ] && [ -f "$unitdir/gpuhook-warm.service" ] && [ -f "$prefix/installed-units" ] \
+     && grep -q gpuhook-warm.service "$prefix/installed-units"; then  # --no-warm over an install that enabled it
+  [ -d /run/systemd/system ] && systemctl disable --now gpuhook-warm.service >/dev/null 2>&1
+  rm -f "$unitdir/gpuhook-warm.service"
+  echo "disabled the warm helper (gpuhook-warm.service)"
+elif [ "$warm" = 1 ]; then
+  echo "no systemd here: the warm helper is not started (run \`$bindir/gpuhook warm\` under your service manager" \
+       "for GPU containers without a Python start each)"
 fi
 if [ "$demo" = 1 ]; then
   exec "$bindir/gpuhook" demo

@@ -20,7 +20,7 @@ ln -s /opt/gpuhook/gpuhook-runtime "$root/usr/bin/gpuhook-runtime"
 install -m 0644 hook/gpuhook/config.default.toml "$root/etc/gpuhook/config.toml"
 install -m 0644 README.md "$root/usr/share/doc/gpuhook/README.md"
 cp -r docs "$root/usr/share/doc/gpuhook/docs" && chmod -R u=rwX,go=rX "$root/usr/share/doc/gpuhook/docs"
-for u in gpuhook-cdi-refresh.path gpuhook-cdi-refresh.service gpuhook-warm.service; do  # shipped, not enabled
+for u in gpuhook-cdi-refresh.path gpuhook-cdi-refresh.service gpuhook-warm.service; do  # the postinst enables warm
   sed 's|/usr/local/bin/gpuhook|/usr/bin/gpuhook|g' "packaging/systemd/$u" > "$root/lib/systemd/system/$u"
 done
 hook=/usr/bin/nvidia-container-runtime-hook
@@ -31,7 +31,21 @@ set -e
 if [ "\$1" = configure ] && [ ! -e "\${DPKG_ROOT:-}$hook" ] && [ ! -L "\${DPKG_ROOT:-}$hook" ]; then
   ln -s /opt/gpuhook/nvidia-container-runtime-hook "\${DPKG_ROOT:-}$hook"
 fi
+# the warm helper, on by default where systemd runs (systemctl disable --now gpuhook-warm turns it off for good)
+if [ "\$1" = configure ] && [ -z "\${DPKG_ROOT:-}" ] && [ -d /run/systemd/system ]; then
+  systemctl daemon-reload || true
+  if [ -z "\$2" ]; then systemctl enable gpuhook-warm.service || true; fi  # first install: on; an upgrade keeps the admin's choice
+  systemctl try-restart gpuhook-warm.service || true
+  if [ -z "\$2" ]; then systemctl start gpuhook-warm.service || true; fi
+fi
 POSTINST
+cat > "$root/DEBIAN/prerm" <<PRERM
+#!/bin/sh
+set -e
+if [ "\$1" = remove ] && [ -z "\${DPKG_ROOT:-}" ] && [ -d /run/systemd/system ]; then
+  systemctl disable --now gpuhook-warm.service || true
+fi
+PRERM
 cat > "$root/DEBIAN/postrm" <<POSTRM
 #!/bin/sh
 set -e
@@ -41,7 +55,7 @@ if [ "\$1" = remove ] || [ "\$1" = purge ]; then
   fi
 fi
 POSTRM
-chmod 0755 "$root/DEBIAN/postinst" "$root/DEBIAN/postrm"
+chmod 0755 "$root/DEBIAN/postinst" "$root/DEBIAN/postrm" "$root/DEBIAN/prerm"
 cat > "$root/DEBIAN/control" <<CONTROL
 Package: gpuhook
 Version: $version

@@ -34,8 +34,11 @@ def test_install_configure_uninstall(export: Path, tmp_path: Path) -> None:
         hook = json.loads(HOOKS.read_text())
         assert hook["hook"]["path"] == str(tmp_path / "bin/gpuhook-hook") and "prestart" in hook["stages"]
         assert (tmp_path / "config.toml").exists()  # the config where it was told, not /etc
-        again = _install(export, env)
-        assert again.returncode == 0, again.stderr  # idempotent
+        unit = tmp_path / "units/gpuhook-warm.service"  # the warm helper, on by default
+        assert f"ExecStart={tmp_path}/bin/gpuhook warm" in unit.read_text()
+        again = _install(export, env, "--no-warm")
+        assert again.returncode == 0, again.stderr  # idempotent, and the helper turned off
+        assert not unit.exists() and "disabled the warm helper" in again.stdout
     finally:
         out = _install(export, env, "--uninstall")
     assert out.returncode == 0, out.stderr
@@ -79,6 +82,7 @@ def test_a_native_build_failure_stops_the_install(export: Path, tmp_path: Path) 
     assert len(said) == 1 and "no C compiler" in said[0] and "--no-native" in said[0], failed.stderr
     done = _install(export, env, "--no-native")
     assert done.returncode == 0, done.stderr
+    assert not (tmp_path / "units/gpuhook-warm.service").exists()  # nothing would call it
     with open(tmp_path / "bin/gpuhook-runtime", "rb") as f:
         assert f.read(2) == b"#!"  # the Python shim itself
     assert not (tmp_path / "bin/gpuhook-hook").exists()

@@ -25,6 +25,8 @@ def test_deb_installs_with_dpkg(deb: Path, tmp_path: Path, export: Path) -> None
     # Docker's --gpus hook, linked by the postinst where no other package's is
     assert os.readlink(root / "usr/bin/nvidia-container-runtime-hook") == "/opt/gpuhook/nvidia-container-runtime-hook"
     assert "gpuhook cdi generate --if-changed" in (root / "lib/systemd/system/gpuhook-cdi-refresh.service").read_text()
+    assert "ExecStart=/usr/bin/gpuhook warm" in (root / "lib/systemd/system/gpuhook-warm.service").read_text()
+    assert "systemctl enable gpuhook-warm.service" in (root / "var/lib/dpkg/info/gpuhook.postinst").read_text()
     assert os.readlink(root / "usr/bin/gpuhook-runtime") == "/opt/gpuhook/gpuhook-runtime"
     for name in NATIVE:
         assert (root / "opt/gpuhook" / name).read_bytes()[:4] == b"\x7fELF", name
