@@ -184,7 +184,7 @@ def _cache_get(cache_dir: str | None, key: tuple[object, ...]) -> tuple[dict[str
         return None
     try:
         st = os.fstat(fd)
-        if not _trusted(st) or (st.st_mode & 0o170000) != 0o100000:  # root's regular file, or not believed
+        if not _trusted(st) or not stat.S_ISREG(st.st_mode):  # root's regular file, or not believed
             return None
         with os.fdopen(fd, "rb", closefd=False) as f:
             stored_key, table, valid = marshal.loads(f.read())

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 
+def one_line(text: object) -> str:
+    """`text` (an error, a message) as one line: every run of whitespace, newlines included, one space. Pure."""
+    return " ".join(str(text).split())
+
 class GpuhookError(Exception):
     """Base of every error gpuhook reports to a user."""
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 
 from gpuhook import __version__
-from gpuhook.errors import GpuhookError
+from gpuhook.errors import GpuhookError, one_line
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ def _one_line(e: BaseException) -> str:
     """An error as one line: OSError's own text names the file, and the strerror says what went wrong."""
     if isinstance(e, OSError) and e.filename is not None and e.strerror:
         return f"{e.filename}: {e.strerror}"
-    return " ".join(str(e).split()) or type(e).__name__
+    return one_line(e) or type(e).__name__
 
 
 def _parser() -> argparse.ArgumentParser:

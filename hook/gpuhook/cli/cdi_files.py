@@ -12,7 +12,7 @@ import json
 import os
 
 from gpuhook.engines.cdi_readers import ENGINES, Reader, reader, version_in
-from gpuhook.errors import CdiError, ProcessError
+from gpuhook.errors import CdiError, ProcessError, one_line
 from gpuhook.proc import run
 
 TYPE_CHECKING = False
@@ -46,7 +46,7 @@ def read_spec(path: str) -> Any:
         try:
             return yaml.safe_load(data)
         except yaml.YAMLError as e:
-            raise CdiError(f"{path}: not valid YAML ({' '.join(str(e).split())})") from e
+            raise CdiError(f"{path}: not valid YAML ({one_line(e)})") from e
     try:
         return json.loads(data)
     except ValueError as e:

@@ -16,7 +16,7 @@ from gpuhook import fastjson, logs
 from gpuhook.apply import containers
 from gpuhook.config import Config, load
 from gpuhook.configfile import remember_state
-from gpuhook.errors import GpuhookError, PolicyError, SpecError
+from gpuhook.errors import GpuhookError, PolicyError, SpecError, one_line
 from gpuhook.host.processes import start_time
 
 TYPE_CHECKING = False
@@ -55,11 +55,11 @@ def main(stage: str | None, folders: list[str] | None = None, data: bytes | None
         else:
             _prestart(state)
     except (GpuhookError, OSError, ValueError) as e:
-        print(f"{name}: {' '.join(str(e).split())}", file=sys.stderr)
+        print(f"{name}: {one_line(e)}", file=sys.stderr)
         _count_refusal(e)
         return 1
     except Exception as e:  # fail closed, as the shim does: one line, counted, never a traceback
-        print(f"{name}: internal error ({type(e).__name__}: {' '.join(str(e).split())}); the container was not "
+        print(f"{name}: internal error ({type(e).__name__}: {one_line(e)}); the container was not "
               "given GPUs, please report this", file=sys.stderr)
         _count_refusal(e)
         return 1

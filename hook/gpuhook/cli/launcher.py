@@ -19,6 +19,7 @@ import os
 import sys
 
 from gpuhook.atomic import write_text
+from gpuhook.errors import one_line
 
 ENTRIES = {"gpuhook": "gpuhook.cli.admin", "gpuhook-runtime": "gpuhook.cli.shim",
            "gpuhook-runtime-py": "gpuhook.cli.shim",
@@ -120,7 +121,7 @@ def build_native(dest: str, source: str, name: str, *flags: str) -> str:
     if done.returncode != 0:
         errors = [line for line in done.stderr.splitlines() if "error" in line] or done.stderr.splitlines() or [
             f"{cc} exited {done.returncode}"]
-        raise NativeBuildError(f"{source} did not build: {' '.join(errors[0].split())}")
+        raise NativeBuildError(f"{source} did not build: {one_line(errors[0])}")
     os.replace(tmp, target)
     return target
 

@@ -14,7 +14,7 @@ import os
 import sys
 
 from gpuhook.configfile import config_path, read_config, read_regular, remember_runtime
-from gpuhook.errors import GpuhookError, RuntimeNotFoundError, SpecError
+from gpuhook.errors import GpuhookError, RuntimeNotFoundError, SpecError, one_line
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -171,7 +171,7 @@ def _fail(args: RuncArgs, message: str) -> NoReturn:
     """Report one line in runc's --log file (where containerd and CRI-O read a runtime's error), then on
     stderr, and exit 1. The log comes first and a closed or broken stderr is ignored: an engine that reads
     only the log, or has already closed the pipe, still gets the refusal, never a crash."""
-    line = " ".join(message.split())  # one line, whatever the message quoted
+    line = one_line(message)  # whatever the message quoted
     if args.log:
         _log_error(args.log, args.log_format, f"gpuhook: {line}")
     _say(f"gpuhook-runtime: {line}")

@@ -23,6 +23,8 @@ import signal
 import socket
 import sys
 
+from gpuhook.errors import one_line
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -420,7 +422,7 @@ def _exited(call: Callable[[], bytes]) -> bytes:
             code = 1
         return b"exit %d" % (code or 0)
     except Exception as e:  # fail closed, as the direct path would
-        text = " ".join(str(e).split())
+        text = one_line(e)
         print(f"gpuhook: internal error in the warm helper ({type(e).__name__}: {text}); please report this",
               file=sys.stderr)
         return b"exit 1"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 
-from gpuhook.errors import DiscoveryError
+from gpuhook.errors import DiscoveryError, one_line
 from gpuhook.metrics.telemetry import Reading, values_or_error
 
 TYPE_CHECKING = False
@@ -35,7 +35,7 @@ class AmdSmiTelemetry:
         except (ImportError, OSError, AttributeError, KeyError) as e:
             raise DiscoveryError(f"amdsmi cannot start: {e}") from e
         except Exception as e:  # amdsmi's own exceptions, whose module may not have loaded
-            raise DiscoveryError(f"amdsmi cannot start: {' '.join(str(e).split())}") from e
+            raise DiscoveryError(f"amdsmi cannot start: {one_line(e)}") from e
         self.broken = False
 
     def close(self) -> None:
@@ -86,10 +86,10 @@ class AmdSmiTelemetry:
                 values.update((n, v) for n, v in zip(names, call(), strict=True) if v is not None)
             except smi.AmdSmiLibraryException as e:
                 if e.err_code not in _UNSUPPORTED:
-                    errors.append(f"{names[0]}: {' '.join(str(e).split())}")
+                    errors.append(f"{names[0]}: {one_line(e)}")
                     self.broken = self.broken or e.err_code in _SESSION_LOST
             except (smi.AmdSmiException, KeyError, TypeError, ValueError) as e:
-                errors.append(f"{names[0]}: {' '.join(str(e).split())}")
+                errors.append(f"{names[0]}: {one_line(e)}")
         return values_or_error(values, errors)
 
 
