@@ -5,6 +5,7 @@ GPUs in use were read before the count lock, 5-8 started with GPUs given twice."
 
 from __future__ import annotations
 
+import os
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -75,3 +76,31 @@ def test_count_requests_at_once_never_share_a_gpu(tmp_path: Path, base_rootfs: s
     finally:
         for c in started:
             t.stop(c)
+
+
+def test_the_hook_keeps_the_gpu_the_shim_picked(tmp_path: Path, base_rootfs: str) -> None:
+    """A count request with tuning is prepared twice: by the shim, then by its prestart hook (the tuning). A GPU
+    freed between the two must not be picked by the hook on top of the shim's (the load test found a container
+    seeing two GPUs this way). Here the GPU is freed by a prestart hook of the container's own, run before
+    gpuhook's."""
+    t = Tuned(tmp_path, base_rootfs, HostSpec(nvidia=2))
+    holder, r = t.start({"gpuhook.dev/gpus": "0", "gpuhook.dev/vendor": "nvidia"})
+    assert r.returncode == 0, r.stderr
+    cid = f"counted-{tmp_path.name[-8:]}"
+
+    def free_gpu0(spec: dict[str, Any]) -> None:
+        ends = f"runc kill {holder} KILL; sleep 0.3; runc delete -f {holder}"
+        spec["hooks"] = {"prestart": [{"path": "/bin/sh", "args": ["sh", "-c", ends],
+                                       "env": [f"PATH={os.environ['PATH']}"]}]}
+
+    bundle = t.bundle({**COUNT1, "gpuhook.dev/clocks": "1400"}, ["sleep", "60"], free_gpu0)
+    try:
+        with open(bundle / "stderr", "w") as err:  # the container's init keeps its stdio open: a file, not a pipe
+            created = subprocess.run([conftest.SHIM, "create", "--bundle", str(bundle), cid], env=t.env,
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, timeout=60,
+                                     check=False)
+        assert created.returncode == 0, (bundle / "stderr").read_text()
+        assert _seen(cid) == {"nvidia1"}
+    finally:
+        t.stop(cid)
+        t.stop(holder)

@@ -96,6 +96,15 @@ def recorded(state_dir: str, container_id: str) -> bool:
                for rec, _ in _records(state_dir, f"{os.path.basename(container_id)}@"))
 
 
+def gpus_of(state_dir: str, container_id: str) -> tuple[str, ...] | None:
+    """The GPUs a live record of container `container_id` holds (the shim's, when the hook runs after it; a count
+    request resolved there is not picked again); None without one. Reads only that id's files."""
+    for rec, _ in _records(state_dir, f"{os.path.basename(container_id)}@"):
+        if rec.id == container_id and alive(rec):
+            return rec.gpus
+    return None
+
+
 def live_records(state_dir: str, prune: bool = True) -> list[ContainerRecord]:
     """Records of containers that still exist; the others are removed (unless not `prune`). Reads (and
     deletes) files."""

@@ -54,9 +54,11 @@ def take_count_lock(state_dir: str) -> None:
 
 
 def pick_free(request: Request, inventory: Inventory, root: Root, busy: tuple[tuple[str, str], ...],
-              me: str) -> Request:
-    """count:N selections as N GPUs none of `busy` (GPU, container) has, one NUMA node preferred. `busy` must be
-    read under the count lock (take_count_lock; RuntimeError without it). Reads sysfs."""
+              me: str, held: tuple[str, ...] | None = None) -> Request:
+    """count:N selections as N GPUs none of `busy` (GPU, container) has, one NUMA node preferred; only among
+    `held` when the container already holds GPUs (the shim picked them before its hook runs: picked again, a GPU
+    freed since would be added to them). `busy` must be read under the count lock (take_count_lock;
+    RuntimeError without it). Reads sysfs."""
     from gpuhook.host.numa import numa_node
     from gpuhook.plan.allocate import resolve_count
     from gpuhook.plan.select import vendor_for
@@ -70,6 +72,8 @@ def pick_free(request: Request, inventory: Inventory, root: Root, busy: tuple[tu
     for sel in request.selections:
         if sel.count:
             inv = vendor_for(sel, inventory, by_name)
+            if held is not None:
+                users.update({g.key(): me for g in inv.gpus if g.key() not in held and g.key() not in users})
             sel = resolve_count(sel, inv, by_name[inv.vendor].LABEL, users,
                                 {g.pci: numa_node(root, g.pci) for g in inv.gpus})
             users.update(dict.fromkeys(sel.devices or (), me))

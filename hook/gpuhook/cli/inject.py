@@ -65,7 +65,8 @@ def prepare(spec: Spec, bundle: str, config: Config, log: Any, gpuhook_bin: str 
     if counted:
         from gpuhook.cli.granting import pick_free
 
-        request = pick_free(request, inventory, root, users, container_id)
+        held = containers.gpus_of(config.state_dir, container_id) if container_id else None
+        request = pick_free(request, inventory, root, users, container_id, held)
         log.info("count picked", gpus=[i for s in request.selections for i in s.devices or ()],
                  in_use=sorted({f"{gpu}:{cid}" for gpu, cid in users}))
     needs = survey(request, inventory, spec, config)
