@@ -25,9 +25,9 @@ import grpc
 
 from gpuhook.engines import containerd as containerd_engine
 from gpuhook.engines.registration import Wanted
-from gpuhook.testing import oci_image
-from gpuhook.testing.cri_client import CriClient, CriDevice, CriMount, log_output, rpc_error_details
 from gpuhook.testing.simulate import HostSpec, build_host
+from tests.support import oci_image
+from tests.support.cri_client import CriClient, CriDevice, CriMount, log_output, rpc_error_details
 
 NAMESPACE = "k8s.io"  # the containerd namespace the CRI plugin works in
 PAUSE_IMAGE = "gpuhook.test/pause:1"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuhook.testing.cri_client import parse_log
+from tests.support.cri_client import parse_log
 
 from .cri_env import CriEnv
 

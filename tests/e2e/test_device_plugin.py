@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from gpuhook.apply import allocations
-from gpuhook.testing.kubelet import FakeKubelet, PluginClient
 from gpuhook.testing.simulate import HostSpec, build_host
+from tests.support.kubelet import FakeKubelet, PluginClient
 
 from . import conftest
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from gpuhook.testing.cri_client import CriDevice, CriMount
-from gpuhook.testing.kubelet import FakeKubelet, PluginClient
+from tests.support.cri_client import CriDevice, CriMount
+from tests.support.kubelet import FakeKubelet, PluginClient
 
 from . import conftest
 from .cri_env import CriEnv, CriError, PodRun, start

@@ -20,9 +20,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "hook"))
+sys.path.insert(0, str(REPO))
+
+from tests.support.kubelet import FakeKubelet  # noqa: E402
 
 from gpuhook.cli.launcher import write_launchers  # noqa: E402
-from gpuhook.testing.kubelet import FakeKubelet  # noqa: E402
 from gpuhook.testing.simulate import HostSpec, build_host  # noqa: E402
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import grpc
 
 from gpuhook.frozen import frozen
-from gpuhook.testing.cri import cri_pb2, cri_pb2_grpc
+from tests.support.cri import cri_pb2, cri_pb2_grpc
 
 DEFAULT_TIMEOUT = 30.0
 

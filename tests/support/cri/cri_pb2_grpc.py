@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from gpuhook.testing.cri import cri_pb2 as gpuhook_dot_testing_dot_cri_dot_cri__pb2
+from tests.support.cri import cri_pb2 as gpuhook_dot_testing_dot_cri_dot_cri__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
