@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from gpuhook.apply import allocations
-from gpuhook.host.discover import discover
 from gpuhook.host.root import Root
+from gpuhook.plan.authority import Allocation
 from gpuhook.testing.bundle import make_bundle, oci_config
+from gpuhook.vendors.discover import discover
 
 from . import conftest
 from .conftest import Run
@@ -38,7 +39,7 @@ def _uuids(host: str) -> list[str]:
 def _record(state: Path, gpu: str, expires_in: float = 600) -> str:
     alloc_id = uuid.uuid4().hex
     now = time.time()
-    allocations.save(str(state), allocations.Allocation(alloc_id, "nvidia.com/gpu", "nvidia", (gpu,), (gpu,), False,
+    allocations.save(str(state), Allocation(alloc_id, "nvidia.com/gpu", "nvidia", (gpu,), (gpu,), False,
                                                         now, now + expires_in))
     return alloc_id
 

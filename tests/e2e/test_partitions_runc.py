@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuhook.plan.authority import Allocation
 from gpuhook.testing import sim_mig
 from gpuhook.testing.simulate import HostSpec, build_host
 
@@ -88,7 +89,7 @@ def test_a_kubelet_allocation_of_a_mig_device_gives_exactly_it(mig_host: str, ru
 
     state = f"{tmp_path}/state"
     alloc, now = uuids.uuid4().hex, time.time()
-    allocations.save(state, allocations.Allocation(alloc, "nvidia.com/mig-1g.10gb", "nvidia", (sim_mig.uuid(0, 3),),
+    allocations.save(state, Allocation(alloc, "nvidia.com/mig-1g.10gb", "nvidia", (sim_mig.uuid(0, 3),),
                                                    (sim_mig.uuid(0, 3),), False, now, now + 600))
     pod = {"io.kubernetes.cri.container-type": "container", "io.kubernetes.cri.sandbox-uid": "pod-1",
            "io.kubernetes.cri.container-name": "train", "gpuhook.dev/allocation": alloc}

@@ -27,10 +27,10 @@ sys.path.insert(0, str(REPO / "hook"))
 
 from gpuhook.apply import containers, counters  # noqa: E402
 from gpuhook.cli.launcher import write_launchers  # noqa: E402
-from gpuhook.host.discover import discover  # noqa: E402
 from gpuhook.host.processes import start_time  # noqa: E402
 from gpuhook.host.root import Root  # noqa: E402
 from gpuhook.testing.simulate import HostSpec, build_host  # noqa: E402
+from gpuhook.vendors.discover import discover  # noqa: E402
 
 
 def _rss_kib(pid: int) -> int:

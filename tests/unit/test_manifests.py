@@ -51,7 +51,7 @@ def test_example_pods_ask_the_kubelet_and_pass_the_cluster_policy(name: str) -> 
 
 
 def _alloc():  # type: ignore[no-untyped-def]
-    from gpuhook.apply.allocations import Allocation
+    from gpuhook.plan.authority import Allocation
 
     return Allocation("0" * 32, "nvidia.com/gpu", "nvidia", ("GPU-1",), ("GPU-1",), False, 0.0, 1.0)
 

@@ -16,7 +16,8 @@ from gpuhook import fastjson
 from gpuhook.apply.state_dir import ensure, unlink
 from gpuhook.atomic import write_text
 from gpuhook.errors import PolicyError
-from gpuhook.frozen import frozen, replace
+from gpuhook.frozen import replace
+from gpuhook.plan.authority import Allocation
 from gpuhook.statefile import read_bounded
 
 TYPE_CHECKING = False
@@ -25,22 +26,6 @@ if TYPE_CHECKING:
 
 DIR = "allocations"
 _MAX_RECORD = 1 << 16
-
-
-@frozen
-class Allocation:
-    """One container's allocation by the kubelet."""
-
-    id: str
-    resource: str  # e.g. nvidia.com/gpu
-    vendor: str
-    gpus: tuple[str, ...]  # the GPUs (UUID, else PCI address), each once
-    devices: tuple[str, ...]  # the kubelet's device ids (a GPU, or one share of it)
-    shared: bool  # time-sliced: other containers may be given the same GPUs
-    created: float
-    expires: float  # the first claim must come before this
-    claimed_by: str = ""  # "<pod>/<container name>" of the container that presented it first
-    container: str = ""  # that container's id (the latest one presenting it)
 
 
 def directory(state_dir: str) -> str:

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import os
 
+from gpuhook.apply.cdi_readers import common_highest
 from gpuhook.apply.cdi_rules import required_version
 from gpuhook.edits import CdiContext, Edits
-from gpuhook.engines.cdi_readers import common_highest
 from gpuhook.errors import CdiError
 from gpuhook.request.requirements import version_tuple
 
@@ -26,8 +26,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from gpuhook.apply.cdi_readers import Reader
     from gpuhook.edits import DeviceNode
-    from gpuhook.engines.cdi_readers import Reader
     from gpuhook.host.inventory import VendorInventory
     from gpuhook.vendors.registry import Vendor
 

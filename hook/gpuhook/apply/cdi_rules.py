@@ -12,7 +12,7 @@ What the library does, by its version (pkg/cdi, specs-go):
 
 from __future__ import annotations
 
-from gpuhook.engines.cdi_readers import SPEC_VERSIONS, highest_for
+from gpuhook.apply.cdi_readers import SPEC_VERSIONS, highest_for
 from gpuhook.request.requirements import version_tuple
 
 TYPE_CHECKING = False

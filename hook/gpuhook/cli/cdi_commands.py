@@ -14,9 +14,9 @@ from gpuhook.cli.cdi_files import SPEC_DIRS
 from gpuhook.config import load
 from gpuhook.configfile import config_path
 from gpuhook.errors import CdiError
-from gpuhook.host.discover import discover, identified
 from gpuhook.host.root import Root
 from gpuhook.request.container import CAPABILITIES
+from gpuhook.vendors.discover import discover, identified
 from gpuhook.vendors.registry import all_vendors
 
 

@@ -11,7 +11,7 @@ import glob
 import json
 import os
 
-from gpuhook.engines.cdi_readers import ENGINES, Reader, reader, version_in
+from gpuhook.apply.cdi_readers import ENGINES, Reader, reader, version_in
 from gpuhook.errors import CdiError, ProcessError, one_line
 from gpuhook.proc import run
 

@@ -9,10 +9,10 @@ import os
 import stat
 import sys
 
+from gpuhook.apply.cdi_readers import LATEST_LIBRARY, Reader
 from gpuhook.apply.cdi_rules import problems
 from gpuhook.cli import cdi_files
 from gpuhook.cli.cdi_files import installed_readers, read_spec, spec_files
-from gpuhook.engines.cdi_readers import LATEST_LIBRARY, Reader
 from gpuhook.errors import CdiError
 
 TYPE_CHECKING = False

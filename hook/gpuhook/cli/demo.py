@@ -10,11 +10,11 @@ from gpuhook.atomic import write_text
 from gpuhook.config import load
 from gpuhook.configfile import ENV
 from gpuhook.errors import GpuhookError
-from gpuhook.host.discover import discover
 from gpuhook.host.root import Root
 from gpuhook.proc import run
 from gpuhook.testing.bundle import make_bundle, make_rootfs, oci_config
 from gpuhook.testing.simulate import HostSpec, build_host
+from gpuhook.vendors.discover import discover
 
 SHOW = {
     "nvidia": "ls -l /dev/nvidia*; nvidia-smi; dlopen-probe libcuda.so.1; grep libcuda /proc/self/mountinfo",

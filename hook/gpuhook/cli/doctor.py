@@ -9,9 +9,9 @@ from gpuhook.apply.containers import live_records
 from gpuhook.config import Config
 from gpuhook.errors import GpuhookError
 from gpuhook.frozen import frozen
-from gpuhook.host.discover import discover
 from gpuhook.host.inventory import Inventory, VendorInventory
 from gpuhook.host.root import Root
+from gpuhook.vendors.discover import discover
 from gpuhook.vendors.registry import get
 
 
@@ -149,7 +149,7 @@ def stale_cdi_specs(inventory: Inventory) -> list[Finding]:
     from gpuhook.apply.cdi import is_ours, stale
     from gpuhook.cli.cdi_files import read_spec, spec_files
     from gpuhook.errors import CdiError
-    from gpuhook.host.discover import identified
+    from gpuhook.vendors.discover import identified
     from gpuhook.vendors.registry import all_vendors
 
     out = []

@@ -30,8 +30,8 @@ def list_gpus(args: argparse.Namespace) -> int:
     import json
 
     from gpuhook.config import load
-    from gpuhook.host.discover import discover, identified
     from gpuhook.host.root import Root
+    from gpuhook.vendors.discover import discover, identified
 
     root = Root(args.host_root or load().host_root)
     inventory = identified(root, discover(root))
@@ -127,9 +127,9 @@ def _write(path: str, text: str) -> None:
 def labels(args: argparse.Namespace) -> int:
     """`gpuhook labels`: the node's facts as an NFD feature file (or stdout). Writes a file."""
     from gpuhook.config import load
-    from gpuhook.host.discover import discover
-    from gpuhook.host.labels import DEFAULT_PATH, labels, render
     from gpuhook.host.root import Root
+    from gpuhook.vendors.discover import discover
+    from gpuhook.vendors.labels import DEFAULT_PATH, labels, render
 
     config = load()
     root = Root(config.host_root)

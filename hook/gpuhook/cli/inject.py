@@ -15,13 +15,14 @@ from gpuhook.apply import containers
 from gpuhook.config import Config, from_table
 from gpuhook.edits import Edits, merge
 from gpuhook.frozen import replace
-from gpuhook.host.discover import discover, identified
 from gpuhook.host.facts import gather
 from gpuhook.host.root import Root
 from gpuhook.plan.prepare import Prepared, asks, decide, survey, vendors_to_discover
 from gpuhook.plan.tuning import check_policy
 from gpuhook.request.container import env_map, parse_request, pod_identity
 from gpuhook.request.docker_flag import gpus_flag
+from gpuhook.vendors.discover import discover, identified
+from gpuhook.vendors.registry import all_vendors
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ def prepare(spec: Spec, bundle: str, config: Config, log: Any, gpuhook_bin: str 
     needs = survey(request, inventory, spec, config)
     ledger = _ledger_view(config.state_dir)
     facts = gather(needs, root, inventory.vendors, rootfs(spec, bundle), config, ledger,
-                   users if request.tuning.exclusive else ())
+                   users if request.tuning.exclusive else (), {v.NAME: v for v in all_vendors()})
     warm = os.environ.get("GPUHOOK_WARM_SOCKET")  # the hooks ask the warm helper the shim was told to ask
     prepared = decide(request, inventory, facts, spec, config, gpuhook_bin,
                       () if warm is None else (f"GPUHOOK_WARM_SOCKET={warm}",))

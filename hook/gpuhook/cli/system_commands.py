@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from gpuhook.apply.dev_char_links import create, wanted
 from gpuhook.config import load
-from gpuhook.host.discover import discover
 from gpuhook.host.root import Root
+from gpuhook.vendors.discover import discover
 
 
 def create_dev_char_links(dry_run: bool) -> int:

@@ -15,13 +15,19 @@ from gpuhook.frozen import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-    from typing import Any
+    from collections.abc import Mapping, Sequence
+    from typing import Any, Protocol
 
-    from gpuhook.config import Config
+    from gpuhook.config import Config, Policy
     from gpuhook.host.inventory import Gpu, VendorInventory
     from gpuhook.host.rocm_trees import RocmTree
     from gpuhook.host.root import Root
+
+    class ProcfsSource(Protocol):
+        """What of a vendor gather asks for its procfs copies (the vendors' protocol has it)."""
+
+        def procfs_files(self, root: Root, gpus: Sequence[Gpu],
+                         policy: Policy) -> tuple[str, dict[str, str]] | None: ...
 
 
 @frozen
@@ -61,8 +67,10 @@ class HostFacts:
 
 
 def gather(needs: Needs, root: Root, inventory: Sequence[VendorInventory], root_path: str, config: Config,
-           ledger: Any = None, users: tuple[tuple[str, str], ...] = ()) -> HostFacts:
-    """Read what `needs` names. Reads the host and the image, loads libcuda/NVML only when needed."""
+           ledger: Any = None, users: tuple[tuple[str, str], ...] = (),
+           procfs_sources: Mapping[str, ProcfsSource] | None = None) -> HostFacts:
+    """Read what `needs` names; the procfs files of the vendors `procfs_sources` has (by name). Reads the host and
+    the image, loads libcuda/NVML only when needed."""
     dev = os.path.join(root_path, "dev")
     dev_link = os.readlink(dev) if os.path.islink(dev) else None
     image_rocm, compat_dir, image_read = None, "", False
@@ -87,10 +95,8 @@ def gather(needs: Needs, root: Root, inventory: Sequence[VendorInventory], root_
         trees = discover_trees(root)
     procfs = []
     if needs.procfs:
-        from gpuhook.vendors.registry import get
-
         for vendor, gpus in needs.procfs:
-            found = get(vendor).procfs_files(root, gpus, config.policy)
+            found = (procfs_sources or {})[vendor].procfs_files(root, gpus, config.policy)
             if found:
                 procfs.append((vendor, found[0], tuple(sorted(found[1].items()))))
     return HostFacts(root_path, dev_link, image_read, image_notes, image_rocm, compat_dir, compat_versions, cuda,

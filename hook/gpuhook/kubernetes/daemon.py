@@ -19,13 +19,13 @@ import time
 import grpc
 
 from gpuhook.apply import allocations
-from gpuhook.host.discover import discover, identified
 from gpuhook.host.numa import numa_node
 from gpuhook.host.root import Root
 from gpuhook.kubernetes.api import constants, deviceplugin_pb2_grpc
 from gpuhook.kubernetes.api import deviceplugin_pb2 as pb
 from gpuhook.kubernetes.devices import advertise, resources
 from gpuhook.kubernetes.plugin import ResourcePlugin
+from gpuhook.vendors.discover import discover, identified
 from gpuhook.vendors.registry import get
 
 TYPE_CHECKING = False

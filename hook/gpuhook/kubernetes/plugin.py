@@ -17,6 +17,7 @@ from gpuhook.apply import allocations
 from gpuhook.kubernetes.api import constants, deviceplugin_pb2_grpc
 from gpuhook.kubernetes.api import deviceplugin_pb2 as pb
 from gpuhook.kubernetes.devices import gpus_of, preferred
+from gpuhook.plan.authority import Allocation
 from gpuhook.request.container import ALLOCATION, PREFIX
 
 TYPE_CHECKING = False
@@ -115,7 +116,7 @@ class ResourcePlugin(deviceplugin_pb2_grpc.DevicePluginServicer):
         k8s = self._config.kubernetes
         now = time.time()
         secret = os.urandom(16).hex()  # the kernel's CSPRNG, as secrets uses (which would load random and hashlib)
-        alloc = allocations.Allocation(secret, self.resource, self.vendor.NAME, gpus, ids,
+        alloc = Allocation(secret, self.resource, self.vendor.NAME, gpus, ids,
                                        k8s.replicas > 1, now, now + k8s.allocation_ttl)
         state_dir = self._config.state_dir
         allocations.save(state_dir, alloc)

@@ -10,10 +10,10 @@ import os
 from gpuhook.apply import containers, counters
 from gpuhook.apply.state_dir import check
 from gpuhook.errors import LedgerError, StateError
-from gpuhook.host.discover import discover
 from gpuhook.host.processes import holder_alive
 from gpuhook.metrics.families import TuningRow, View
 from gpuhook.tuning import ledger
+from gpuhook.vendors.discover import discover
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -11,13 +11,28 @@ rest of the GPU path honours out.
 from __future__ import annotations
 
 from gpuhook.errors import PolicyError
-from gpuhook.frozen import replace
+from gpuhook.frozen import frozen, replace
 from gpuhook.request.container import ALLOCATION, PREFIX, Request, Selection
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from gpuhook.apply.allocations import Allocation
     from gpuhook.config import Config
+
+
+@frozen
+class Allocation:
+    """One container's allocation by the kubelet."""
+
+    id: str
+    resource: str  # e.g. nvidia.com/gpu
+    vendor: str
+    gpus: tuple[str, ...]  # the GPUs (UUID, else PCI address), each once
+    devices: tuple[str, ...]  # the kubelet's device ids (a GPU, or one share of it)
+    shared: bool  # time-sliced: other containers may be given the same GPUs
+    created: float
+    expires: float  # the first claim must come before this
+    claimed_by: str = ""  # "<pod>/<container name>" of the container that presented it first
+    container: str = ""  # that container's id (the latest one presenting it)
 
 
 def authorize(request: Request, alloc: Allocation | None, config: Config) -> Request:

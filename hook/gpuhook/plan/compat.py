@@ -13,7 +13,7 @@ from __future__ import annotations
 from gpuhook.edits import Edits
 from gpuhook.errors import PolicyError
 from gpuhook.frozen import frozen
-from gpuhook.plan import rocm
+from gpuhook.host import rocm
 from gpuhook.request import requirements as require
 from gpuhook.request.requirements import Condition, Facts, Requirement, version_tuple
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from gpuhook.edits import Edits, Mount
 from gpuhook.errors import PlanError, PolicyError
+from gpuhook.host import rocm
 from gpuhook.host.rocm_trees import RocmTree
-from gpuhook.plan import rocm
 from gpuhook.request.container import HostRocm
 
 TYPE_CHECKING = False

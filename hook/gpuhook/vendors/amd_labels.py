@@ -34,7 +34,7 @@ _FAMILY_BY_MINOR = {(11, 5): "GC_11_5_0"}
 
 def labels(inv: VendorInventory, root: Root, replicas: int) -> dict[str, str]:
     """gpuhook's AMD labels and the node labeller's amd.com/ and beta.amd.com/ ones. Reads KFD and sysfs."""
-    from gpuhook.plan import rocm
+    from gpuhook.host import rocm
 
     out = {}
     release = rocm.release_of_driver(inv.driver_version) if inv.driver_version else None

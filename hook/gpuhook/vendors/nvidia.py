@@ -144,8 +144,8 @@ def settings(tuning: Tuning, gpu: Gpu) -> tuple[Setting, ...]:
 def backend(root: Root) -> Backend:
     """NVML, bound to the host root's own libnvidia-ml."""
     from gpuhook.errors import GpuhookError, TuningError
-    from gpuhook.host.discover import discover
     from gpuhook.tuning.nvidia import NvmlBackend
+    from gpuhook.vendors.discover import discover
 
     lib = _nvml_library(discover(root, frozenset({NAME})).vendor(NAME))
     if lib is None:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from gpuhook.apply import allocations
-from gpuhook.apply.allocations import Allocation
 from gpuhook.errors import PolicyError, StateError
 from gpuhook.frozen import replace
+from gpuhook.plan.authority import Allocation
 
 U0 = "GPU-00000000-0000-0000-0000-000000000000"
 U1 = "GPU-00000001-0000-0000-0000-000000000000"

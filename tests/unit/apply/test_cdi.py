@@ -6,9 +6,9 @@ from collections.abc import Callable
 import pytest
 
 from gpuhook.apply.cdi import CdiError, build, to_yaml
-from gpuhook.host.discover import discover
 from gpuhook.host.root import Root
 from gpuhook.vendors import amd, nvidia
+from gpuhook.vendors.discover import discover
 
 FakeHost = Callable[..., str]
 CAPS = frozenset({"compute", "utility"})
@@ -59,7 +59,7 @@ def test_yaml_is_block_style_with_json_scalars() -> None:
 
 
 def test_the_installed_consumers_cap_the_version_and_the_warning_says_what_to_add(fake_host: FakeHost) -> None:
-    from gpuhook.engines.cdi_readers import reader
+    from gpuhook.apply.cdi_readers import reader
 
     host = fake_host(amd=2)
     inv = discover(Root(host)).vendor("amd")

@@ -10,8 +10,8 @@ import pytest
 from gpuhook.apply.dev_char_links import Link, create, state, wanted
 from gpuhook.cli.admin import main
 from gpuhook.edits import DeviceNode
-from gpuhook.host.discover import discover
 from gpuhook.host.root import Root
+from gpuhook.vendors.discover import discover
 
 from ...conftest import FakeHost
 

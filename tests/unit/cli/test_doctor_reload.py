@@ -13,8 +13,8 @@ from gpuhook.cli import doctor_reload as reload
 from gpuhook.cli.doctor import run_checks
 from gpuhook.config import Config
 from gpuhook.engines import registration as engines
-from gpuhook.host.discover import discover
 from gpuhook.host.root import Root
+from gpuhook.vendors.discover import discover
 
 from ...conftest import FakeHost
 

@@ -14,13 +14,13 @@ from typing import ClassVar
 
 import pytest
 
-from gpuhook.host.discover import discover
 from gpuhook.host.inventory import Gpu, Inventory, VendorInventory
 from gpuhook.host.root import Root
 from gpuhook.metrics.telemetry import Reading, Sessions
 from gpuhook.plan.tuning import Setting
 from gpuhook.testing import sim_amd, sim_nvidia
 from gpuhook.vendors import registry
+from gpuhook.vendors.discover import discover
 
 from ...conftest import FakeHost
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from gpuhook.apply.allocations import Allocation
 from gpuhook.config import Config, from_table
 from gpuhook.errors import PolicyError
-from gpuhook.plan.authority import authorize
+from gpuhook.plan.authority import Allocation, authorize
 from gpuhook.request.container import Selection, parse_request
 from gpuhook.request.tuning import Tuning
 

@@ -12,13 +12,13 @@ import pytest
 
 from gpuhook.config import Config
 from gpuhook.errors import PolicyError
-from gpuhook.host.discover import discover
 from gpuhook.host.facts import Needs, gather
 from gpuhook.host.root import Root
 from gpuhook.plan.compat import Verdict, check, cuda_of_driver, min_driver, needs
 from gpuhook.plan.select import select_all
 from gpuhook.request.container import parse_request
 from gpuhook.testing.stub_libs import build
+from gpuhook.vendors.discover import discover
 
 FakeHost = Callable[..., str]
 OLD = {"nvidia": 2, "nvidia_driver": "535.54.03", "cuda_version": 12020}

@@ -12,7 +12,6 @@ import pytest
 
 from gpuhook.config import TuningPolicy
 from gpuhook.errors import LedgerError, PolicyError, RequestError, TuningError
-from gpuhook.host.discover import discover
 from gpuhook.host.inventory import Gpu, VendorInventory
 from gpuhook.host.processes import start_time
 from gpuhook.host.root import Root
@@ -20,6 +19,7 @@ from gpuhook.plan.tuning import Setting, check_policy, settings_for
 from gpuhook.request.tuning import Tuning, parse_tuning
 from gpuhook.tuning import ledger, session
 from gpuhook.tuning.backends import BackendSet
+from gpuhook.vendors.discover import discover
 
 FakeHost = Callable[..., str]
 

@@ -8,13 +8,13 @@ from collections.abc import Callable
 import pytest
 
 from gpuhook.errors import PolicyError
-from gpuhook.host.discover import discover
 from gpuhook.host.inventory import Inventory
 from gpuhook.host.root import Root
 from gpuhook.plan.select import plan_edits, select_all
 from gpuhook.plan.tuning import settings_for
 from gpuhook.request.container import parse_request
 from gpuhook.request.tuning import Tuning
+from gpuhook.vendors.discover import discover
 
 FakeHost = Callable[..., str]
 

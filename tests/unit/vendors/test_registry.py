@@ -16,9 +16,7 @@ from gpuhook.config import Policy
 from gpuhook.edits import DeviceNode, Edits
 from gpuhook.errors import RequestError
 from gpuhook.host.devnodes import read_node
-from gpuhook.host.discover import discover
 from gpuhook.host.inventory import Gpu, VendorInventory
-from gpuhook.host.labels import labels
 from gpuhook.host.root import Root
 from gpuhook.plan.select import plan_edits, select_all
 from gpuhook.plan.tuning import Setting, gpus_in_spec, settings_for
@@ -26,6 +24,8 @@ from gpuhook.request.container import parse_request
 from gpuhook.request.tuning import Tuning
 from gpuhook.testing.bundle import oci_config
 from gpuhook.vendors import registry
+from gpuhook.vendors.discover import discover
+from gpuhook.vendors.labels import labels
 
 
 class Toy:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuhook.plan import rocm
+from gpuhook.host import rocm
 
 DRIVERS = [("6.3.6", "6.0"), ("6.7.0", "6.1"), ("6.8.5", "6.2"), ("6.10.5", "6.3"), ("6.12.12", "6.4"),
            ("6.14.14", "7.0"), ("6.16.6", "7.1"), ("6.16.13", "7.2"), ("6.9.1", None), ("5.18.13", None)]

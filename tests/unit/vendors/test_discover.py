@@ -6,9 +6,9 @@ from collections.abc import Callable
 
 import pytest
 
-from gpuhook.host.discover import discover
 from gpuhook.host.root import Root
 from gpuhook.vendors import amd, nvidia
+from gpuhook.vendors.discover import discover
 
 FakeHost = Callable[..., str]
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from gpuhook.host.discover import discover
-from gpuhook.host.labels import labels, render, valid_key, valid_value
 from gpuhook.host.root import Root
 from gpuhook.vendors import amd_labels, nvidia_labels
+from gpuhook.vendors.discover import discover
+from gpuhook.vendors.labels import labels, render, valid_key, valid_value
 
 FakeHost = Callable[..., str]
 ACCELERATOR = "gpuhook.feature.node.kubernetes.io/accelerator"

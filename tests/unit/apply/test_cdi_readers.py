@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuhook.engines.cdi_readers import Reader, common_highest, reader, version_in
+from gpuhook.apply.cdi_readers import Reader, common_highest, reader, version_in
 
 VERSIONS = [
     ("podman version 4.3.1", "4.3.1"),
