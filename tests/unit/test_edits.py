@@ -8,9 +8,11 @@ from typing import Any
 
 import pytest
 
-from gpuhook.apply import live
+from gpuhook.apply import cdi_edits, live, spec_edits
+from gpuhook.apply.cdi_edits import CdiContext, to_cdi
 from gpuhook.apply.spec import apply_edits
-from gpuhook.edits import FIELDS, CdiContext, DeviceNode, DeviceRule, Edits, Hook, Mount, ProcOverlay, merge
+from gpuhook.apply.spec_edits import lacking
+from gpuhook.edits import FIELDS, DeviceNode, DeviceRule, Edits, Hook, Mount, ProcOverlay, merge
 from gpuhook.errors import CdiError
 from gpuhook.testing.bundle import oci_config
 
@@ -48,6 +50,7 @@ def test_the_table_lists_every_field_once() -> None:
     assert list(Edits.__annotations__) == NAMES and len(set(NAMES)) == len(NAMES)
     assert set(SAMPLE) == set(NAMES)
     assert set(live.LIVE) == set(NAMES) and set(live.UNAPPLIED) < set(NAMES)
+    assert list(spec_edits.WRITERS) == NAMES and list(cdi_edits.WRITERS) == NAMES  # every consumer, every field
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -60,10 +63,10 @@ def test_merge_keeps_a_field_once(name: str) -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_a_field_changes_the_spec_and_is_then_not_lacking(name: str) -> None:
     spec, one = _spec(), _one(name)
-    assert one.lacking(spec) == one  # nothing of it is there yet
+    assert lacking(one, spec) == one  # nothing of it is there yet
     applied = apply_edits(spec, one, "/b/rootfs", "/sbin/ldconfig")
     assert applied != spec
-    assert one.lacking(applied).is_empty()
+    assert lacking(one, applied).is_empty()
     assert apply_edits(applied, one, "/b/rootfs", "/sbin/ldconfig") == applied  # idempotent
 
 
@@ -72,21 +75,21 @@ def test_a_field_goes_into_cdi_or_is_refused_there(name: str) -> None:
     one = Edits.for_nodes([NODE]) if name == "device_rules" else _one(name)
     if name in NOT_IN_CDI:
         with pytest.raises(CdiError, match="CDI has no field"):
-            one.to_cdi(CTX)
+            to_cdi(one, CTX)
         return
-    out = one.to_cdi(CTX)
+    out = to_cdi(one, CTX)
     assert out and all(out.values())
 
 
 def test_cdi_refuses_a_rule_without_its_node() -> None:
     with pytest.raises(CdiError, match="no node for"):
-        _one("device_rules").to_cdi(CTX)
+        to_cdi(_one("device_rules"), CTX)
 
 
 def test_env_is_lacking_until_the_same_value_is_there() -> None:
     spec = _spec()
     spec["process"]["env"].append("TOY_ENV=0")
-    assert _one("env").lacking(spec).env == ("TOY_ENV=1",)
+    assert lacking(_one("env"), spec).env == ("TOY_ENV=1",)
     assert apply_edits(spec, _one("env"), "/r", "/l")["process"]["env"].count("TOY_ENV=1") == 1
 
 

@@ -10,7 +10,7 @@ import yaml
 
 from gpuhook.engines.containerd import edit
 from gpuhook.engines.registration import Wanted
-from gpuhook.request.container import parse_request
+from tests.unit.parsing import parse_request
 
 K8S = Path(__file__).parents[2] / "packaging/kubernetes"
 

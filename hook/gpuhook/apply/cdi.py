@@ -5,7 +5,7 @@ NVML told it), and `all` (every GPU and slice). Spec-wide edits: the vendor's sh
 files for the capabilities asked (NVIDIA), the linker-cache hook (`gpuhook hook update-ldcache`, since a CDI
 spec cannot know the container's root), the groups the nodes need, and NVIDIA_/AMD_VISIBLE_DEVICES=void so
 that gpuhook's shim or hook, if also present, does not inject the same GPUs again. The fields are written by
-Edits.to_cdi, the same table the shim and the hook use.
+apply/cdi_edits.py, the same kinds of edit the shim and the hook write.
 cdiVersion is the lowest the fields need (cdi_rules.required_version: 0.5.0 for hostPath and device names starting
 with a digit, 0.7.0 with additionalGids), capped at the highest every installed CDI consumer parses (cdi_readers)
 or at the version asked. What the lower version cannot carry is dropped, and the warning says what the user adds
@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import os
 
+from gpuhook.apply.cdi_edits import CdiContext, to_cdi
 from gpuhook.apply.cdi_readers import common_highest
 from gpuhook.apply.cdi_rules import required_version
-from gpuhook.edits import CdiContext, Edits
+from gpuhook.edits import Edits
 from gpuhook.errors import CdiError
 from gpuhook.request.requirements import version_tuple
 
@@ -46,10 +47,10 @@ def build(vendor: Vendor, inv: VendorInventory, host_base: str, capabilities: fr
     common = Edits(device_nodes=shared.device_nodes, device_rules=shared.device_rules, mounts=every.mounts,
                    env=(f"{vendor.ENV_KEY}=void", *every.env), additional_gids=every.additional_gids,
                    hooks=every.hooks, ldcache_dirs=every.ldcache_dirs)
-    devices = [{"name": name, "containerEdits": Edits(device_nodes=nodes).to_cdi(ctx)}
+    devices = [{"name": name, "containerEdits": to_cdi(Edits(device_nodes=nodes), ctx)}
                for name, nodes in _devices(inv)]
     spec: dict[str, Any] = {"cdiVersion": "", "kind": vendor.CDI_KIND, "devices": devices,
-                            "containerEdits": common.to_cdi(ctx)}
+                            "containerEdits": to_cdi(common, ctx)}
     needed = required_version(spec)
     version, why = _version(needed, target, readers)
     warnings = [f"{r.label} cannot parse cdiVersion {version} (it knows up to {r.highest})" for r in readers

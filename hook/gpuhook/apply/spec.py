@@ -6,8 +6,9 @@ import marshal
 import os
 
 from gpuhook import fastjson
+from gpuhook.apply.spec_edits import SpecContext, apply
 from gpuhook.atomic import write_text
-from gpuhook.edits import Edits, SpecContext
+from gpuhook.edits import Edits
 from gpuhook.errors import SpecError
 from gpuhook.statefile import read_bounded
 
@@ -114,7 +115,7 @@ def apply_edits(spec: Spec, edits: Edits, root_path: str, ldconfig: str) -> Spec
 def apply_with(spec: Spec, edits: Edits, ctx: SpecContext) -> Spec:
     """A copy of `spec` with the edits added (idempotent: what is already there is not added twice)."""
     out: Spec = marshal.loads(marshal.dumps(spec))  # a deep copy; JSON values are all marshal knows
-    edits.apply_to(out, ctx)
+    apply(edits, out, ctx)
     return out
 
 

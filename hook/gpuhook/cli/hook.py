@@ -122,9 +122,10 @@ def _give(spec: Spec, bundle: str, config: Config, cid: str, pid: int, prepared:
     """The prepared edits into the running container, its record, then its tuning. Enters its namespaces."""
     from gpuhook.apply import live
     from gpuhook.apply.spec import rootfs
+    from gpuhook.apply.spec_edits import lacking
 
     warnings = list(prepared.warnings)
-    todo = prepared.edits.lacking(spec)
+    todo = lacking(prepared.edits, spec)
     if todo.env:
         warnings.append("a hook cannot change the container's environment (" + ", ".join(
             e.split("=", 1)[0] for e in prepared.edits.env) + "): ROCm is mounted at /opt/rocm, where it is "

@@ -40,8 +40,9 @@ def prepare(spec: Spec, bundle: str, config: Config, log: Any, gpuhook_bin: str 
 
     env = env_map((spec.get("process") or {}).get("env") or [])
     annotations = spec.get("annotations") or {}
-    request = parse_request(annotations, env, config.policy.accept_env_requests, gpus_flag(spec.get("hooks")),
-                            config.policy.gpus_any_vendor)
+    vendors = all_vendors()
+    request = parse_request(annotations, env, config.policy.accept_env_requests,
+                            gpus_flag(spec.get("hooks"), vendors), config.policy.gpus_any_vendor, vendors=vendors)
     if request.allocation or config.policy.requests == "allocated":
         from gpuhook.cli.granting import authorized
 
@@ -182,8 +183,8 @@ def _edited(spec: Spec, bundle: str, container_id: str, config: Config, runtime_
             me: int) -> tuple[Spec | None, tuple[str, ...]]:
     from gpuhook.apply.create_hook import NAME
     from gpuhook.apply.spec import apply_with, drop_hooks, rootfs
+    from gpuhook.apply.spec_edits import SpecContext
     from gpuhook.cli.launcher import beside
-    from gpuhook.edits import SpecContext
     from gpuhook.errors import ConfigError
     from gpuhook.request.docker_flag import is_gpus_hook
 
@@ -203,7 +204,8 @@ def _edited(spec: Spec, bundle: str, container_id: str, config: Config, runtime_
     ctx = SpecContext(rootfs(spec, bundle), config.ldconfig, config.hook_timeout, config.state_dir,
                       beside(here, NAME), gpuhook_bin, config.path)  # "": a shell per copy, Python's refresh
     new = apply_with(spec, prepared.edits, ctx)
-    drop_hooks(new, "prestart", is_gpus_hook)  # Docker's --gpus hook: its work is done (a hook would not know)
+    # Docker's --gpus hook: its work is done (a hook would not know)
+    drop_hooks(new, "prestart", lambda h: is_gpus_hook(h, all_vendors()))
     from gpuhook.host.processes import start_time
 
     # `me` execs the runtime: it creates the container

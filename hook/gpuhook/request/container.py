@@ -9,11 +9,12 @@ from gpuhook.request.ids import check_length, parse_item
 from gpuhook.request.requirements import is_version
 from gpuhook.request.tuning import KEYS as TUNING_KEYS
 from gpuhook.request.tuning import Tuning, from_env, parse_tuning
-from gpuhook.vendors.registry import all_vendors, get, names
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable, Mapping, Sequence
+
+    from gpuhook.request.terms import Terms
 
 PREFIX = "gpuhook.dev/"
 CAPABILITIES = ("compute", "utility", "video", "graphics", "display", "compat32", "ngx")
@@ -127,8 +128,9 @@ def pod_identity(annotations: Mapping[str, str]) -> tuple[str, str, str]:
 
 
 def parse_request(annotations: Mapping[str, str], env: Mapping[str, str], accept_env: bool = True,
-                  flag: str | None = None, any_vendor: bool = True) -> Request:
-    """Parse a container's GPU request; annotations win over env, env counts only if `accept_env`. `flag` is the
+                  flag: str | None = None, any_vendor: bool = True, *, vendors: Sequence[Terms]) -> Request:
+    """Parse a container's GPU request, in the terms of `vendors`; annotations win over env, env counts only if
+    `accept_env`. `flag` is the
     vendor whose Docker --gpus hook the spec carries (request.docker_flag): its env key is then the user's request,
     honoured even without `accept_env`, for gpuhook.dev/vendor's vendor, or (`any_vendor`) the host's only one.
     Tuning is asked by annotation or, where an engine passes none (Docker 20.10), by GPUHOOK_<KEY> env under the
@@ -139,31 +141,31 @@ def parse_request(annotations: Mapping[str, str], env: Mapping[str, str], accept
         if key not in _KNOWN:
             raise RequestError(f"unknown annotation {PREFIX}{key}={value!r}: known keys are "
                                + ", ".join(PREFIX + k for k in _KNOWN))
-    vendor = _parse_vendor(ours["vendor"]) if "vendor" in ours else None
-    caps = _capabilities(ours, env, accept_env or flag is not None)
+    vendor = _parse_vendor(ours["vendor"], vendors) if "vendor" in ours else None
+    caps = _capabilities(ours, env, accept_env or flag is not None, vendors)
     rocm = _parse_host_rocm(ours["host-rocm"]) if "host-rocm" in ours else None
     asked = "host-rocm" in ours
     tuning = parse_tuning(*(from_env(ours, env) if accept_env else (ours, frozenset())))  # never proven the user's
     allocation = _parse_allocation(ours[ALLOCATION]) if ALLOCATION in ours else None
     if "gpus" in ours:
-        sel = _parse_gpus(f"{PREFIX}gpus", ours["gpus"], vendor)
+        sel = _parse_gpus(f"{PREFIX}gpus", ours["gpus"], vendor, vendors)
         return Request((sel,) if sel else (), caps, rocm, asked, tuning, allocation)
-    flagged = _flag_selection(env, flag, vendor, any_vendor)
+    flagged = _flag_selection(env, flag, vendor, any_vendor, vendors)
     if vendor is not None and flagged is None:
         raise RequestError(f"annotation {PREFIX}vendor={ours['vendor']!r} needs {PREFIX}gpus "
                            "(e.g. all, 0,1, count:2 or a UUID)")
     if flagged is not None:  # the user's --gpus bounds the request: an image's AMD_VISIBLE_DEVICES=all adds none
         return Request((flagged,), caps, rocm, asked, tuning, allocation)
-    return Request(_env_selections(env, accept_env, skip=flag), caps, rocm, asked, tuning, allocation)
+    return Request(_env_selections(env, accept_env, vendors, skip=flag), caps, rocm, asked, tuning, allocation)
 
 
-def _flag_selection(env: Mapping[str, str], flag: str | None, vendor: str | None,
-                    any_vendor: bool) -> Selection | None:
+def _flag_selection(env: Mapping[str, str], flag: str | None, vendor: str | None, any_vendor: bool,
+                    vendors: Sequence[Terms]) -> Selection | None:
     """What Docker's --gpus asked: the flag vendor's env key as dockerd set it (all, 0,1 for a count, device ids)."""
-    flagged = get(flag) if flag is not None else None
+    flagged = next((v for v in vendors if flag == v.NAME), None) if flag is not None else None
     if flagged is None or flagged.ENV_KEY not in env:
         return None
-    sel = _parse_gpus(FLAG_SOURCE, env[flagged.ENV_KEY], vendor or flagged.NAME, flagged.NONE_MEANS_DRIVER)
+    sel = _parse_gpus(FLAG_SOURCE, env[flagged.ENV_KEY], vendor or flagged.NAME, vendors, flagged.NONE_MEANS_DRIVER)
     return replace(sel, any_vendor=True) if sel and any_vendor and vendor is None else sel
 
 
@@ -191,15 +193,17 @@ def _parse_host_rocm(raw: str) -> HostRocm | None:
     return HostRocm(value, bool(flag))
 
 
-def _parse_vendor(value: str) -> str:
+def _parse_vendor(value: str, vendors: Sequence[Terms]) -> str:
     v = value.strip().lower()
-    if v not in names():
-        raise RequestError(f"annotation {PREFIX}vendor={value!r}: expected one of " + ", ".join(names()))
+    names = [t.NAME for t in vendors]
+    if v not in names:
+        raise RequestError(f"annotation {PREFIX}vendor={value!r}: expected one of " + ", ".join(names))
     return v
 
 
-def _capabilities(ours: Mapping[str, str], env: Mapping[str, str], accept_env: bool) -> frozenset[str]:
-    named = (v.CAPABILITIES_ENV for v in all_vendors() if v.CAPABILITIES_ENV)
+def _capabilities(ours: Mapping[str, str], env: Mapping[str, str], accept_env: bool,
+                  vendors: Sequence[Terms]) -> frozenset[str]:
+    named = (v.CAPABILITIES_ENV for v in vendors if v.CAPABILITIES_ENV)
     from_env = next((k for k in named if accept_env and env.get(k, "").strip()), None)
     if "capabilities" in ours:
         key, value = f"{PREFIX}capabilities", ours["capabilities"]
@@ -219,19 +223,21 @@ def _capabilities(ours: Mapping[str, str], env: Mapping[str, str], accept_env: b
     return frozenset(items)
 
 
-def _env_selections(env: Mapping[str, str], accept_env: bool, skip: str | None = None) -> tuple[Selection, ...]:
+def _env_selections(env: Mapping[str, str], accept_env: bool, vendors: Sequence[Terms],
+                    skip: str | None = None) -> tuple[Selection, ...]:
     if not accept_env:
         return ()
     out = []
-    for vendor in all_vendors():
+    for vendor in vendors:
         if vendor.ENV_KEY in env and skip != vendor.NAME:
-            sel = _parse_gpus(vendor.ENV_KEY, env[vendor.ENV_KEY], vendor.NAME, vendor.NONE_MEANS_DRIVER)
+            sel = _parse_gpus(vendor.ENV_KEY, env[vendor.ENV_KEY], vendor.NAME, vendors, vendor.NONE_MEANS_DRIVER)
             if sel:
                 out.append(sel)
     return tuple(out)
 
 
-def _parse_gpus(key: str, raw: str, vendor: str | None, none_means_driver: bool = False) -> Selection | None:
+def _parse_gpus(key: str, raw: str, vendor: str | None, vendors: Sequence[Terms],
+                none_means_driver: bool = False) -> Selection | None:
     """None when nothing is asked; `none` means the driver without GPUs where the vendor says so, `void`
     (in env) nothing."""
     check_length(key, raw)
@@ -247,7 +253,7 @@ def _parse_gpus(key: str, raw: str, vendor: str | None, none_means_driver: bool 
         return Selection(vendor, None, key, raw, _parse_count(key, raw, low[len(COUNT_PREFIX):].strip()))
     ids: dict[str, None] = {}
     for item in value.split(","):
-        ids.update(dict.fromkeys(parse_item(key, raw, item.strip())))
+        ids.update(dict.fromkeys(parse_item(key, raw, item.strip(), vendors)))
     return Selection(vendor, tuple(ids), key, raw)
 
 

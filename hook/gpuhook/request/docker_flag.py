@@ -9,14 +9,18 @@ flag's request from an env key the image merely carries.
 
 from __future__ import annotations
 
-from gpuhook.vendors.registry import all_vendors
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from gpuhook.request.terms import Terms
 
 SOURCE = "--gpus"  # what messages name as the source of a request the flag made
 
 
-def gpus_flag(hooks: object) -> str | None:
-    """The vendor whose Docker --gpus hook is among the spec's prestart `hooks`, if any."""
-    names = {v.DOCKER_GPUS_HOOK: v.NAME for v in all_vendors() if v.DOCKER_GPUS_HOOK}
+def gpus_flag(hooks: object, vendors: Sequence[Terms]) -> str | None:
+    """The one of `vendors` whose Docker --gpus hook is among the spec's prestart `hooks`, if any."""
+    names = {v.DOCKER_GPUS_HOOK: v.NAME for v in vendors if v.DOCKER_GPUS_HOOK}
     prestart = hooks.get("prestart") if isinstance(hooks, dict) else None
     for hook in prestart if isinstance(prestart, list) else ():
         for name in _names(hook):
@@ -25,9 +29,10 @@ def gpus_flag(hooks: object) -> str | None:
     return None
 
 
-def is_gpus_hook(hook: object) -> bool:
-    """Whether one OCI hook entry is a vendor's Docker --gpus hook (the shim drops it once it did the work)."""
-    return bool({v.DOCKER_GPUS_HOOK for v in all_vendors() if v.DOCKER_GPUS_HOOK} & set(_names(hook)))
+def is_gpus_hook(hook: object, vendors: Sequence[Terms]) -> bool:
+    """Whether one OCI hook entry is the Docker --gpus hook of one of `vendors` (the shim drops it once it did
+    the work)."""
+    return bool({v.DOCKER_GPUS_HOOK for v in vendors if v.DOCKER_GPUS_HOOK} & set(_names(hook)))
 
 
 def _names(hook: object) -> tuple[str, ...]:

@@ -7,6 +7,12 @@ from __future__ import annotations
 
 from gpuhook.errors import RequestError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from gpuhook.request.terms import Terms
+
 _HEX = frozenset("0123456789abcdefABCDEF")
 MAX_INDEX = 1023  # no host has more GPUs: ranges are bounded by this, not by the numbers a request names
 MAX_LIST = 4096  # characters in one GPU list: its cost is linear in this, whatever it names
@@ -18,16 +24,15 @@ def check_length(key: str, raw: str) -> None:
         raise RequestError(f"{key} is {len(raw)} characters long: a GPU list has at most {MAX_LIST}")
 
 
-def parse_item(key: str, raw: str, item: str) -> list[str]:
-    """The normalised identifiers one comma item of a GPU list names; RequestError naming the forms."""
+def parse_item(key: str, raw: str, item: str, vendors: Sequence[Terms]) -> list[str]:
+    """The normalised identifiers one comma item of a GPU list names, `vendors` reading their own forms;
+    RequestError naming the forms."""
     if is_decimal(item):
         return [str(_index(key, raw, item))]
     first, dash, last = item.partition("-")
     if dash and is_decimal(first) and is_decimal(last) and _index(key, raw, first) <= _index(key, raw, last):
         return [str(i) for i in range(int(first), int(last) + 1)]
-    from gpuhook.vendors.registry import all_vendors
-
-    for vendor in all_vendors():
+    for vendor in vendors:
         ident = vendor.parse_id(item)
         if ident is not None:
             return [ident]

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from gpuhook.apply.spec import apply_edits, apply_with, load_spec, rootfs, write_atomic
-from gpuhook.edits import DeviceNode, DeviceRule, Edits, Mount, ProcOverlay, SpecContext
+from gpuhook.apply.spec_edits import SpecContext, lacking
+from gpuhook.edits import DeviceNode, DeviceRule, Edits, Mount, ProcOverlay
 from gpuhook.errors import SpecError
 
 NODE = DeviceNode("/dev/nvidia0", "c", 195, 0, 0o666, 0, 0)
@@ -51,7 +52,7 @@ def test_the_native_helper_refreshes_the_cache_with_only_gpuhooks_library_mounts
     assert hook["args"] == ["gpuhook-createhook", "/b/rootfs", "--ldcache", "/run/gh/ldcache-root", "/sbin/ldconfig",
                             "1", "/h/libcuda.so.1.2", "/usr/lib/libcuda.so.1.2", "/usr/lib"]
     assert hook["env"] == ["PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"]
-    assert edits.lacking(apply_with(SPEC, edits, ctx)).ldcache_dirs == ()
+    assert lacking(edits, apply_with(SPEC, edits, ctx)).ldcache_dirs == ()
 
 
 def test_the_native_helper_is_one_hook_for_every_procfs_copy_and_the_cache(tmp_path: Path) -> None:
@@ -65,7 +66,7 @@ def test_the_native_helper_is_one_hook_for_every_procfs_copy_and_the_cache(tmp_p
     assert hook["args"] == ["gpuhook-createhook", "/b/rootfs", "--proc", "/run/gh/p1", "/proc/driver/nvidia",
                             "--proc", "/run/gh/p2", "/proc/driver/nvidia-caps", "--ldcache", "/run/gh/ldcache-root",
                             "/sbin/ldconfig", "1", "/h/libcuda.so.1", "/usr/lib/libcuda.so.1", "/usr/lib"]
-    assert edits.lacking(out).proc_overlays == () and edits.lacking(out).ldcache_dirs == ()
+    assert lacking(edits, out).proc_overlays == () and lacking(edits, out).ldcache_dirs == ()
     assert apply_with(out, edits, ctx) == out  # idempotent
     more = Edits(proc_overlays=(ProcOverlay("/run/gh/p3", "/proc/driver/amd"),), ldcache_dirs=("/opt/lib",))
     (again, second) = apply_with(out, more, ctx)["hooks"]["createContainer"]
@@ -114,7 +115,7 @@ def test_write_atomic_keeps_mode_and_leaves_no_temp(tmp_path: Path) -> None:
 
 def test_drop_hooks_takes_only_what_matches() -> None:
     from gpuhook.apply.spec import drop_hooks
-    from gpuhook.request.docker_flag import is_gpus_hook
+    from tests.unit.parsing import is_gpus_hook
 
     docker = {"path": "/usr/bin/nvidia-container-runtime-hook", "args": ["nvidia-container-runtime-hook", "prestart"]}
     ours = {"path": "/usr/local/bin/gpuhook", "args": ["gpuhook", "hook", "prestart"]}

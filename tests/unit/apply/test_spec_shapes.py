@@ -68,7 +68,8 @@ INNER_NULLS = [("annotations", {"other/key": None, "io.kubernetes.cri.container-
 
 @pytest.mark.parametrize(("field", "value"), INNER_NULLS, ids=[f"{f}={json.dumps(v)}" for f, v in INNER_NULLS])
 def test_null_inside_a_field_is_what_runc_makes_of_it(field: str, value: Any) -> None:
-    from gpuhook.request.container import env_map, parse_request
+    from gpuhook.request.container import env_map
+    from tests.unit.parsing import parse_request
 
     spec = load_spec(json.dumps(_with(field, value)).encode(), "config.json")
     out = apply_edits(spec, EDITS, "/r", "/sbin/ldconfig")
@@ -79,7 +80,7 @@ def test_null_inside_a_field_is_what_runc_makes_of_it(field: str, value: Any) ->
 
 def test_a_null_gpuhook_annotation_is_an_empty_value() -> None:
     from gpuhook.errors import RequestError
-    from gpuhook.request.container import parse_request
+    from tests.unit.parsing import parse_request
 
     for key in ("gpus", "exclusive", "clocks"):  # "" to runc: a value gpuhook names, not a crash
         with pytest.raises(RequestError, match=f"gpuhook.dev/{key}=''"):

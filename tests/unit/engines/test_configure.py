@@ -91,7 +91,7 @@ def test_containerd_pod_annotations_are_every_key_but_the_allocation() -> None:
     import tomllib
 
     from gpuhook.engines.containerd import edit
-    from gpuhook.request.container import parse_request
+    from tests.unit.parsing import parse_request
 
     runtime = tomllib.loads(edit("version = 2\n", W))["plugins"]["io.containerd.grpc.v1.cri"]["containerd"][
         "runtimes"]["gpuhook"]

@@ -10,7 +10,8 @@ from gpuhook.edits import DeviceNode
 from gpuhook.errors import PlanError
 from gpuhook.host.inventory import Gpu, VendorInventory
 from gpuhook.plan.allocate import Unit, pick, resolve_count
-from gpuhook.request.container import Selection, parse_request
+from gpuhook.request.container import Selection
+from tests.unit.parsing import parse_request
 
 
 def _u(id_: str, numa: int = -1, order: int = 0, gpu: str | None = None) -> Unit:

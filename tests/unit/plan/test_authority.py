@@ -7,8 +7,9 @@ import pytest
 from gpuhook.config import Config, from_table
 from gpuhook.errors import PolicyError
 from gpuhook.plan.authority import Allocation, authorize
-from gpuhook.request.container import Selection, parse_request
+from gpuhook.request.container import Selection
 from gpuhook.request.tuning import Tuning
+from tests.unit.parsing import parse_request
 
 A = "gpuhook.dev/"
 ID = "0123456789abcdef0123456789abcdef"

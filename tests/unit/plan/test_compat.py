@@ -16,9 +16,9 @@ from gpuhook.host.facts import Needs, gather
 from gpuhook.host.root import Root
 from gpuhook.plan.compat import Verdict, check, cuda_of_driver, min_driver, needs
 from gpuhook.plan.select import select_all
-from gpuhook.request.container import parse_request
 from gpuhook.testing.stub_libs import build
 from gpuhook.vendors.discover import discover
+from tests.unit.parsing import parse_request
 
 FakeHost = Callable[..., str]
 OLD = {"nvidia": 2, "nvidia_driver": "535.54.03", "cuda_version": 12020}

@@ -6,7 +6,8 @@ import pytest
 
 from gpuhook.errors import PlanError, PolicyError, RequestError
 from gpuhook.plan import host_rocm
-from gpuhook.request.container import HostRocm, parse_request
+from gpuhook.request.container import HostRocm
+from tests.unit.parsing import parse_request
 
 FakeHost = Callable[..., str]
 

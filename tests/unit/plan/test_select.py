@@ -8,7 +8,7 @@ from gpuhook.edits import DeviceRule, Mount
 from gpuhook.errors import PlanError
 from gpuhook.host.inventory import DeviceNode, DriverFile, Gpu, Inventory, VendorInventory
 from gpuhook.plan.select import plan_edits
-from gpuhook.request.container import parse_request
+from tests.unit.parsing import parse_request
 
 
 def _node(path: str, major: int, minor: int, mode: int = 0o666, gid: int = 0) -> DeviceNode:
@@ -139,7 +139,7 @@ FLAG = [  # Docker's --gpus, as the env dockerd sets: (host, env value, [policy]
 @pytest.mark.parametrize(("inv", "value", "any_vendor", "expected"), [f[1:] for f in FLAG], ids=[f[0] for f in FLAG])
 def test_docker_gpus_flag(inv: tuple[VendorInventory, ...], value: str, any_vendor: bool,
                           expected: list[str] | str) -> None:
-    from gpuhook.request.docker_flag import gpus_flag
+    from tests.unit.parsing import gpus_flag
 
     request = parse_request({}, {"NVIDIA_VISIBLE_DEVICES": value}, flag=gpus_flag(DOCKER_GPUS), any_vendor=any_vendor)
     if isinstance(expected, str):

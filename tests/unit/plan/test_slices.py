@@ -9,8 +9,8 @@ from gpuhook.errors import PlanError, PolicyError
 from gpuhook.host.inventory import DeviceNode, Gpu, Inventory, VendorInventory
 from gpuhook.plan.select import plan_edits, select_all
 from gpuhook.plan.tuning import settings_for
-from gpuhook.request.container import parse_request
 from gpuhook.request.tuning import Tuning
+from tests.unit.parsing import parse_request
 
 
 def _node(path: str, major: int, minor: int) -> DeviceNode:

@@ -10,8 +10,8 @@ import pytest
 from gpuhook.errors import PlanError, RequestError
 from gpuhook.host.inventory import Gpu, Inventory, VendorInventory
 from gpuhook.plan.select import select_all
-from gpuhook.request.container import parse_request
 from gpuhook.request.requirements import from_container
+from tests.unit.parsing import parse_request
 
 A = "gpuhook.dev/"
 BAD_GPUS = [

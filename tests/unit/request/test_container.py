@@ -3,7 +3,8 @@ from __future__ import annotations
 import pytest
 
 from gpuhook.errors import RequestError
-from gpuhook.request.container import Request, Selection, env_map, parse_request, pod_identity
+from gpuhook.request.container import Request, Selection, env_map, pod_identity
+from tests.unit.parsing import parse_request
 
 A = "gpuhook.dev/"
 UUID = "GPU-0000000a-1111-2222-3333-444455556666"

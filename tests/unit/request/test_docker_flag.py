@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from gpuhook.errors import RequestError
-from gpuhook.request.container import Selection, parse_request
-from gpuhook.request.docker_flag import gpus_flag, is_gpus_hook
+from gpuhook.request.container import Selection
+from tests.unit.parsing import gpus_flag, is_gpus_hook, parse_request
 
 HOOK = {"path": "/usr/local/bin/nvidia-container-runtime-hook", "args": ["nvidia-container-runtime-hook", "prestart"]}
 UUID = "GPU-0000000a-1111-2222-3333-444455556666"

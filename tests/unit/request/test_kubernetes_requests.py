@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from gpuhook.errors import RequestError
-from gpuhook.request.container import Selection, is_sandbox, parse_request, pod_keys, workload_key
+from gpuhook.request.container import Selection, is_sandbox, pod_keys, workload_key
 from gpuhook.request.tuning import KEYS as TUNING_KEYS
+from tests.unit.parsing import parse_request
 
 A = "gpuhook.dev/"
 ID = "0123456789abcdef0123456789abcdef"

@@ -12,9 +12,9 @@ from gpuhook.host.inventory import Inventory
 from gpuhook.host.root import Root
 from gpuhook.plan.select import plan_edits, select_all
 from gpuhook.plan.tuning import settings_for
-from gpuhook.request.container import parse_request
 from gpuhook.request.tuning import Tuning
 from gpuhook.vendors.discover import discover
+from tests.unit.parsing import parse_request
 
 FakeHost = Callable[..., str]
 

@@ -20,12 +20,12 @@ from gpuhook.host.inventory import Gpu, VendorInventory
 from gpuhook.host.root import Root
 from gpuhook.plan.select import plan_edits, select_all
 from gpuhook.plan.tuning import Setting, gpus_in_spec, settings_for
-from gpuhook.request.container import parse_request
 from gpuhook.request.tuning import Tuning
 from gpuhook.testing.bundle import oci_config
 from gpuhook.vendors import registry
 from gpuhook.vendors.discover import discover
 from gpuhook.vendors.labels import labels
+from tests.unit.parsing import parse_request
 
 
 class Toy:
