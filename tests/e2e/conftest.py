@@ -51,10 +51,10 @@ RUNTIMES = ["runc", pytest.param("crun", marks=NEEDS_CRUN)]
 
 def runtime_env(runtime: str) -> dict[str, str]:
     """What `runtime` needs in its environment here: crun < 1.14 wants to raise RLIMIT_MEMLOCK, which this sandbox
-    forbids (no CAP_SYS_RESOURCE), so it gets the preload doing what crun 1.14 does (testing/stubs/memlock.c)."""
+    forbids (no CAP_SYS_RESOURCE), so it gets the preload doing what crun 1.14 does (simulator/stubs/memlock.c)."""
     if os.path.basename(runtime) != "crun":
         return {}
-    from gpuhook.testing.stub_libs import build
+    from gpuhook.simulator.stub_libs import build
 
     return {"LD_PRELOAD": build("memlock.c", "memlock.so", soname="memlock.so", libs=("-ldl",))}
 

@@ -24,7 +24,7 @@ from typing import Any
 import grpc
 
 from gpuhook.engines import containerd as containerd_engine
-from gpuhook.engines.registration import Wanted
+from gpuhook.engines.wanted import Wanted
 from gpuhook.testing.simulate import HostSpec, build_host
 from tests.support import oci_image
 from tests.support.cri_client import CriClient, CriDevice, CriMount, log_output, rpc_error_details

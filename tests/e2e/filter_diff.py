@@ -20,7 +20,7 @@ HOOK = str(Path(__file__).parents[2] / "hook")
 sys.path.insert(0, HOOK)
 
 from gpuhook import syscalls  # noqa: E402
-from gpuhook.apply import device_filter  # noqa: E402
+from gpuhook.apply import runtime_filter  # noqa: E402
 from gpuhook.errors import CgroupError  # noqa: E402
 from gpuhook.testing.bundle import make_bundle, oci_config  # noqa: E402
 
@@ -114,7 +114,7 @@ def main() -> int:
             runc = probe(parent / cid, nodes, scratch)
             subprocess.run([runtime, "delete", "-f", cid], capture_output=True, timeout=30, check=False)
         try:
-            program = device_filter.compile_for(spec, runtime, [])
+            program = runtime_filter.compile_for(spec, runtime, [])
             ours: object = None
         except CgroupError as e:
             ours = f"refused: {e}"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from gpuhook.simulator.stub_libs import build
 from gpuhook.testing.simulate import HostSpec, build_host
-from gpuhook.testing.stub_libs import build
 
 from .conftest import Result, Run
 

@@ -155,7 +155,7 @@ def _stop(n: Node) -> None:
 
 def test_mig_mixed(tmp_path: Path) -> None:
     """mig_strategy mixed: a resource per profile (short test names: a unix socket's path has 107 characters)."""
-    from gpuhook.testing import sim_mig
+    from gpuhook.vendors.nvidia import sim_mig
 
     n = _mig_node(tmp_path, "mixed")
     try:
@@ -183,7 +183,7 @@ def test_mig_mixed(tmp_path: Path) -> None:
 
 def test_mig_single(tmp_path: Path) -> None:
     """mig_strategy single: every MIG device is an nvidia.com/gpu, beside the whole GPUs."""
-    from gpuhook.testing import sim_mig
+    from gpuhook.vendors.nvidia import sim_mig
 
     n = _mig_node(tmp_path, "single")
     try:

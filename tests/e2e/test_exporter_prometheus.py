@@ -25,9 +25,10 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpuhook.testing import sim_amd, sim_nvidia
 from gpuhook.testing.bundle import make_bundle, oci_config
 from gpuhook.testing.simulate import HostSpec, build_host
+from gpuhook.vendors.amd import sim as sim_amd
+from gpuhook.vendors.nvidia import sim as sim_nvidia
 
 from . import conftest
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuhook.testing.stub_libs import build
+from gpuhook.simulator.stub_libs import build
 
 from .conftest import NEEDS_CRUN, Run
 

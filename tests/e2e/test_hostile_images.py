@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuhook.testing.stub_libs import build
+from gpuhook.simulator.stub_libs import build
 
 from . import conftest
 from .conftest import Run

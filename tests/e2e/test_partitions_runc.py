@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from gpuhook.plan.authority import Allocation
-from gpuhook.testing import sim_mig
 from gpuhook.testing.simulate import HostSpec, build_host
+from gpuhook.vendors.nvidia import sim_mig
 
 from .conftest import Run
 

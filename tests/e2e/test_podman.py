@@ -186,7 +186,7 @@ def test_if_changed_and_doctor_after_a_driver_upgrade(cdi_work, tmp_path: Path) 
 
 def test_podman_cdi_mig_devices(cdi_work, tmp_path_factory: pytest.TempPathFactory) -> None:  # type: ignore[no-untyped-def]
     """A MIG device by index form and by UUID: its caps nodes and its GPU's node, none of its siblings'."""
-    from gpuhook.testing import sim_mig
+    from gpuhook.vendors.nvidia import sim_mig
 
     host = build_host(str(tmp_path_factory.mktemp("mig") / "host"),
                       HostSpec(nvidia=2, mig=("3g.40gb", "2g.20gb", "1g.10gb"), mig_gpus=1))

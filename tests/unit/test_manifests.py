@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from gpuhook.engines.containerd import edit
-from gpuhook.engines.registration import Wanted
+from gpuhook.engines.wanted import Wanted
 from tests.unit.parsing import parse_request
 
 K8S = Path(__file__).parents[2] / "packaging/kubernetes"

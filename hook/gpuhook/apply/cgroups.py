@@ -82,7 +82,7 @@ def runtime_of(proc: str = "/proc") -> str:
 
 
 def _replace_filter(cgroup_dir: str, spec: dict[str, Any], rules: Sequence[DeviceRule], runtime: str) -> Swap | None:
-    from gpuhook.apply import cgroup_v2, device_filter
+    from gpuhook.apply import cgroup_v2, runtime_filter
 
-    program = device_filter.compile_for(spec, runtime, rules, sys.byteorder)
+    program = runtime_filter.compile_for(spec, runtime, rules, sys.byteorder)
     return cgroup_v2.replace_filter(cgroup_dir, program)

@@ -190,14 +190,3 @@ def encode(insns: Iterable[Insn], byteorder: Literal["little", "big"] = "little"
 def compile_rules(rules: Iterable[Rule], byteorder: Literal["little", "big"] = "little") -> bytes:
     """The device filter allowing exactly what `rules` allow (runc's semantics), ready for BPF_PROG_LOAD."""
     return encode(instructions(emulate(rules)), byteorder)
-
-
-def compile_for(spec: dict[str, Any], runtime: str, added: Sequence[DeviceRule],
-                byteorder: Literal["little", "big"] = "little") -> bytes:
-    """The filter `runtime` itself would have built for the container of `spec` with `added` after its rules:
-    runc's (the cgroup v1 emulation) or crun's (apply/device_filter_crun.py). Ready for BPF_PROG_LOAD."""
-    if runtime == "crun":
-        from gpuhook.apply import device_filter_crun
-
-        return encode(device_filter_crun.instructions(spec, added), byteorder)
-    return compile_rules(container_rules(spec, runtime, added), byteorder)

@@ -19,11 +19,13 @@ if TYPE_CHECKING:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `gpuhook`; maps GpuhookError, OSError and ValueError to one stderr line and exit status 1."""
     args_in = sys.argv[1:] if argv is None else list(argv)
-    if args_in[:1] == ["hook"] and len(args_in) <= 2:  # the hot path, run around hooked containers: no argparse
-        from gpuhook.cli.hook import STAGES
+    if args_in[:1] == ["hook"]:  # the hot path, run around hooked containers: no argparse
+        from gpuhook.cli.hook import parse
 
-        if all(a in STAGES for a in args_in[1:]):
-            return _hook(args_in[1] if len(args_in) == 2 else None, [], [])
+        hook_args = parse(args_in)
+        if hook_args is not None:
+            stage, folders, mounts = hook_args
+            return _hook(stage, folders, list(mounts))
     if args_in[:1] == ["device-plugin"]:  # a daemon per node: argparse (and the shutil, bz2, lzma it loads) costs RSS
         kubelet_dir = _kubelet_dir(args_in[1:])
         if kubelet_dir is not None:

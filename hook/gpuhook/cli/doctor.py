@@ -6,22 +6,13 @@ import os
 import sys
 
 from gpuhook.apply.containers import live_records
+from gpuhook.cli.findings import Finding
 from gpuhook.config import Config
 from gpuhook.errors import GpuhookError
-from gpuhook.frozen import frozen
 from gpuhook.host.inventory import Inventory, VendorInventory
 from gpuhook.host.root import Root
 from gpuhook.vendors.discover import discover
 from gpuhook.vendors.registry import get
-
-
-@frozen
-class Finding:
-    """One check's result: level ok, warn or fail."""
-
-    level: str
-    what: str
-    fix: str = ""
 
 
 def run_checks(config: Config) -> list[Finding]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 from gpuhook.apply.containers import live_records
-from gpuhook.cli.doctor import Finding
+from gpuhook.cli.findings import Finding
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -21,6 +21,7 @@ from gpuhook.host.processes import start_time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Any
 
     from gpuhook.apply.spec import Spec
@@ -28,6 +29,31 @@ if TYPE_CHECKING:
 
 STAGES = ("prestart", "createRuntime", "poststop", "update-ldcache")
 MAX_STATE = 1 << 20  # runc's state is a few hundred bytes; more is not a state
+
+
+def parse(args: Sequence[str]) -> tuple[str | None, list[str], list[tuple[str, str]]] | None:
+    """`hook [STAGE] [--folder DIR]... [--mount SOURCE DESTINATION]...` read by hand (the hot path, the admin CLI's
+    and the warm workers', loads no argparse): (stage, folders, mounts); None for anything else (argparse then
+    says what is wrong)."""
+    if list(args[:1]) != ["hook"]:
+        return None
+    rest = list(args[1:])
+    stage = None
+    if rest and not rest[0].startswith("-"):
+        if rest[0] not in STAGES:
+            return None
+        stage = rest.pop(0)
+    folders: list[str] = []
+    mounts: list[tuple[str, str]] = []
+    while rest:
+        option = rest.pop(0)
+        if option == "--folder" and rest:
+            folders.append(rest.pop(0))
+        elif option == "--mount" and len(rest) >= 2:
+            mounts.append((rest.pop(0), rest.pop(0)))
+        else:
+            return None
+    return stage, folders, mounts
 
 
 def main(stage: str | None, folders: list[str] | None = None, data: bytes | None = None,

@@ -62,7 +62,8 @@ def configure(args: argparse.Namespace) -> int:
 
     from gpuhook.configfile import config_path
     from gpuhook.engines.files import configure, revert
-    from gpuhook.engines.registration import DEFAULT_PATHS, Wanted
+    from gpuhook.engines.registration import DEFAULT_PATHS
+    from gpuhook.engines.wanted import Wanted
 
     path = args.config_path or DEFAULT_PATHS[args.engine]
     here = os.path.dirname(os.path.abspath(sys.argv[0]))

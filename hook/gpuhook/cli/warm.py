@@ -404,11 +404,13 @@ def _run(kind: str, argv: list[str], caller: int) -> bytes:
         from gpuhook.cli import shim
 
         return _exited(lambda: b"exec " + shim.prepare(shim.RuncArgs(argv[1:]), caller).encode())
-    from gpuhook.cli import admin
+    from gpuhook.cli import hook
 
-    if argv[1:2] != ["hook"]:
+    hook_args = hook.parse(argv[1:])
+    if hook_args is None:
         return b"direct"  # only the hook is a hot path; everything else starts Python as always
-    return _exited(lambda: b"exit %d" % admin.main(argv[1:]))
+    stage, folders, mounts = hook_args
+    return _exited(lambda: b"exit %d" % hook.main(stage, folders, mounts=mounts or None))
 
 
 def _exited(call: Callable[[], bytes]) -> bytes:

@@ -13,22 +13,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuhook.engines.registration import Wanted
+from gpuhook.engines.wanted import Wanted
 from gpuhook.errors import EngineConfigError
 from gpuhook.request.container import ALLOCATION, PREFIX, pod_keys
 
 CRI = {2: "io.containerd.grpc.v1.cri", 3: "io.containerd.cri.v1.runtime"}
 
 
-def edit(old: str, wanted: Wanted, path: str = "") -> str:
+def edit(old: str, wanted: Wanted) -> str:
     """config.toml text with the gpuhook runtime (and default_runtime_name when asked); a Go template of it (k3s,
-    RKE2: a .tmpl file, or text with {{ }}) gets gpuhook's block (containerd_template)."""
+    RKE2) is containerd_template's."""
     import tomlkit
 
-    from gpuhook.engines import containerd_template
-
-    if containerd_template.is_template(path, old):
-        return containerd_template.edit(old, wanted, path)
     try:
         doc = tomlkit.parse(old)
     except Exception as e:  # tomlkit raises several parse error types

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 
-from gpuhook.engines.registration import Wanted
+from gpuhook.engines.wanted import Wanted
 from gpuhook.errors import EngineConfigError
 
 BEGIN = "# BEGIN gpuhook: its runtime (gpuhook configure containerd rewrites this block, --revert removes it)"

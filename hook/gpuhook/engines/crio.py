@@ -4,7 +4,7 @@ them. CRI-O has CDI on by default (cdi_spec_dirs /etc/cdi, /var/run/cdi)."""
 
 from __future__ import annotations
 
-from gpuhook.engines.registration import Wanted
+from gpuhook.engines.wanted import Wanted
 from gpuhook.request.container import ALLOCATION, PREFIX, pod_keys
 
 

@@ -6,7 +6,8 @@ import difflib
 import os
 
 from gpuhook.atomic import write_text
-from gpuhook.engines.registration import Wanted, render, restart
+from gpuhook.engines.registration import render, restart
+from gpuhook.engines.wanted import Wanted
 from gpuhook.errors import EngineConfigError
 from gpuhook.frozen import frozen
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from gpuhook.engines.registration import Wanted
+from gpuhook.engines.wanted import Wanted
 
 HOOK_TIMEOUT = 90  # seconds: above the hook's own deadline for each helper it runs (hook_timeout, default 30)
 

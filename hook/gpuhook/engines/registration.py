@@ -6,7 +6,9 @@ only writer: a backup before the first change, idempotent writes, --revert to th
 
 from __future__ import annotations
 
-from gpuhook.frozen import frozen
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from gpuhook.engines.wanted import Wanted
 
 ENGINES = ("docker", "containerd", "crio", "podman")
 DEFAULT_PATHS = {
@@ -31,17 +33,6 @@ def restart(engine: str, reverted: bool = False, systemd: bool = True) -> str:
     return f"restart {daemon} ({how}) for {who} to {what}"
 
 
-@frozen
-class Wanted:
-    """What to register."""
-
-    shim: str  # absolute path of gpuhook-runtime
-    gpuhook: str  # absolute path of the hook: gpuhook-hook (its native front end) where built, else gpuhook
-    config: str  # gpuhook's config path, for the hook's environment
-    set_default: bool = False
-    cdi: bool = False
-
-
 def render(engine: str, old: str, wanted: Wanted, path: str = "") -> str:
     """The config text with gpuhook registered (`path` tells a template from the file itself). Pure;
     EngineConfigError when `old` cannot be read."""
@@ -50,9 +41,11 @@ def render(engine: str, old: str, wanted: Wanted, path: str = "") -> str:
 
         return docker.edit(old, wanted)
     if engine == "containerd":
-        from gpuhook.engines import containerd
+        from gpuhook.engines import containerd, containerd_template
 
-        return containerd.edit(old, wanted, path)
+        if containerd_template.is_template(path, old):  # k3s, RKE2: a Go template of the config
+            return containerd_template.edit(old, wanted, path)
+        return containerd.edit(old, wanted)
     if engine == "crio":
         from gpuhook.engines import crio
 

@@ -15,7 +15,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from gpuhook.apply.containers import ContainerRecord
     from gpuhook.host.inventory import Gpu, Inventory
-    from gpuhook.metrics.telemetry import Reading
+    from gpuhook.vendors.contract import Reading
 
     Family = GaugeMetricFamily | CounterMetricFamily
 

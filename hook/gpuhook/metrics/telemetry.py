@@ -7,55 +7,15 @@ from __future__ import annotations
 import contextlib
 
 from gpuhook.errors import GpuhookError
-from gpuhook.frozen import frozen
+from gpuhook.vendors.contract import Reading
 from gpuhook.vendors.registry import get
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-    from typing import Protocol
-
-    from gpuhook.host.inventory import Gpu, Inventory
+    from gpuhook.host.inventory import Inventory
     from gpuhook.host.root import Root
-else:
-    Protocol = object
+    from gpuhook.vendors.contract import Source
 
-
-@frozen
-class Reading:
-    """What one GPU reports now; None where it does not report it (not supported, not readable)."""
-
-    utilization: float | None = None  # the share of the last sample period a kernel ran (0..1)
-    memory_used: float | None = None  # bytes of the GPU's own memory in use
-    memory_total: float | None = None  # bytes
-    power: float | None = None  # watts drawn now
-    temperature: float | None = None  # degrees Celsius (NVIDIA: the GPU core; AMD: the junction, else edge)
-    sm_clock: float | None = None  # hertz (NVIDIA: SM clock; AMD: sclk/gfx clock)
-    power_limit: float | None = None  # watts (NVIDIA: the power management limit; AMD: the power cap)
-    error: str = ""  # why the GPU's telemetry cannot be read at all ("" when something was read)
-
-
-class Source(Protocol):
-    """An open telemetry session for one vendor's GPUs."""
-
-    broken: bool  # the session is lost (the driver went away under it): close it and open a new one
-
-    def read(self, gpus: Sequence[Gpu]) -> dict[str, Reading]:
-        """A reading per GPU, keyed by its UUID (else PCI address). Reads the driver."""
-        ...
-
-    def close(self) -> None:
-        """End the session."""
-        ...
-
-
-def values_or_error(values: dict[str, float], errors: list[str]) -> Reading:
-    """A Reading from what a source could read; its error when it could read nothing."""
-    if not values:
-        return Reading(error="; ".join(errors) or "no telemetry is supported")
-    v = values.get
-    return Reading(v("utilization"), v("memory_used"), v("memory_total"), v("power"), v("temperature"),
-                   v("sm_clock"), v("power_limit"))
 
 
 class Sessions:

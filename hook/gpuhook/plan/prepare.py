@@ -12,8 +12,9 @@ from gpuhook.errors import ConfigError, PolicyError, RequestError
 from gpuhook.frozen import frozen
 from gpuhook.host.facts import Needs
 from gpuhook.plan.select import Selected, edits_for, select_all
-from gpuhook.plan.tuning import Setting, check_conflicts, check_leases, check_policy, gpus_in_spec, settings_for
+from gpuhook.plan.tuning import check_conflicts, check_leases, check_policy, gpus_in_spec, settings_for
 from gpuhook.request.container import HostRocm, Request, env_map
+from gpuhook.vendors.contract import Setting
 from gpuhook.vendors.registry import get
 
 TYPE_CHECKING = False

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpuhook.errors import PolicyError
-from gpuhook.frozen import frozen
+from gpuhook.vendors.contract import Setting
 from gpuhook.vendors.registry import get
 
 TYPE_CHECKING = False
@@ -17,22 +17,6 @@ if TYPE_CHECKING:
     from gpuhook.request.tuning import Tuning
 
 
-@frozen
-class Setting:
-    """One host setting on one GPU. `device` is how a backend finds the GPU (NVIDIA: UUID; AMD: sysfs dir)."""
-
-    vendor: str
-    gpu: str  # UUID, else PCI address: the ledger's name for the GPU
-    index: int
-    pci: str
-    device: str
-    name: str  # clocks, power_limit, compute_mode (NVIDIA); perf_level, sclk, power_cap (AMD)
-    value: str
-
-    @property
-    def key(self) -> str:
-        """The ledger key: one entry per GPU and setting."""
-        return f"{self.vendor}:{self.gpu}:{self.name}"
 
 
 def settings_for(tuning: Tuning, selected: Iterable[tuple[VendorInventory, Sequence[Gpu]]],

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpuhook.errors import SimulatorError
-from gpuhook.testing import stub_libs as stubs
+from gpuhook.simulator import stub_libs as stubs
 
 BUSYBOX = "/bin/busybox"
 APPLETS = ("sh", "ls", "cat", "grep", "stat", "id", "echo", "readlink", "head", "wc", "sleep", "true", "test")

@@ -7,28 +7,8 @@ from gpuhook.vendors.registry import get
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Protocol
-
     from gpuhook.host.root import Root
-    from gpuhook.plan.tuning import Setting
-else:
-    Protocol = object
-
-
-class Backend(Protocol):
-    """Reads and writes one vendor's GPU settings (values as text; the original is restored with set)."""
-
-    def get(self, s: Setting) -> str:
-        """The setting's current value."""
-        ...
-
-    def set(self, s: Setting, value: str) -> None:
-        """Change the setting. Writes to the host."""
-        ...
-
-    def close(self) -> None:
-        """End the backend's session."""
-        ...
+    from gpuhook.vendors.contract import Backend
 
 
 class BackendSet:

@@ -11,15 +11,16 @@ from __future__ import annotations
 from gpuhook.errors import PolicyError, TuningError
 from gpuhook.frozen import frozen
 from gpuhook.host.processes import holder_alive
-from gpuhook.plan.tuning import Setting, check_conflicts
+from gpuhook.plan.tuning import check_conflicts
 from gpuhook.tuning import ledger
+from gpuhook.vendors.contract import Setting
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import Any
 
-    from gpuhook.tuning.backends import Backend
+    from gpuhook.vendors.contract import Backend
 
 
 @frozen

@@ -1,9 +1,12 @@
-"""The GPU vendors gpuhook knows, each one module behind the `Vendor` protocol, and the registry of them.
+"""The GPU vendors gpuhook knows, each a package behind the `Vendor` protocol, and the registry of them.
 
 Everything that differs between vendors is a member of the protocol: nothing outside vendors/ tests a
 vendor's name to pick a behaviour, and a name the registry does not know is an error, never a default.
-A built-in vendor is a module in this folder named in BUILTIN (whose order is the order of discovery,
-listings and messages); `register` adds one from outside (a plugin, a test) for the life of the process.
+A built-in vendor is a package in this folder (vendors/<name>/: vendor.py is the protocol's face; discovery's
+helpers, node labels, the tuning backend, telemetry readings and the simulator are its other modules, which import
+only the rooms below vendors/ and vendors/contract.py), named in BUILTIN, whose order is the order of discovery,
+listings and messages (all_vendors imports them in it); `register` adds one from outside (a plugin, a test) for
+the life of the process.
 A vendor's request env key must end in `_VISIBLE_DEVICES`: the runtime's pass-through path looks for that
 text (and `gpuhook.dev/`) before it loads any vendor, so every vendor's requests are seen without it.
 """
@@ -19,11 +22,9 @@ if TYPE_CHECKING:
     from gpuhook.edits import DeviceNode, Edits
     from gpuhook.host.inventory import Gpu, VendorInventory
     from gpuhook.host.root import Root
-    from gpuhook.metrics.telemetry import Source
-    from gpuhook.plan.tuning import Setting
     from gpuhook.request.tuning import Tuning
-    from gpuhook.testing.simulate import HostSpec
-    from gpuhook.tuning.backends import Backend
+    from gpuhook.simulator.host import HostSpec
+    from gpuhook.vendors.contract import Backend, Setting, Source
 else:
     Protocol = object
 
@@ -115,8 +116,11 @@ def all_vendors() -> tuple[Vendor, ...]:
     """Every vendor gpuhook knows, built-in ones first, in a stable order."""
     global _cache
     if _cache is None:
-        builtin: list[Vendor] = [__import__(f"gpuhook.vendors.{name}", fromlist=["NAME"]) for name in BUILTIN]
-        _cache = (*builtin, *_registered)
+        from gpuhook.vendors.amd import vendor as amd
+        from gpuhook.vendors.nvidia import vendor as nvidia
+
+        builtin: dict[str, Vendor] = {"nvidia": nvidia, "amd": amd}
+        _cache = (*(builtin[name] for name in BUILTIN), *_registered)
     return _cache
 
 

@@ -41,7 +41,7 @@ def test_no_v1_devices_controller_and_no_cgroup2_mount(tmp_path: Path) -> None:
 
 def test_v2_replaces_the_filter_with_the_spec_runtime_and_gpuhook_rules(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpuhook.apply import cgroup_v2, cgroups, device_filter
+    from gpuhook.apply import cgroup_v2, cgroups, runtime_filter
 
     swapped: list[tuple[str, bytes]] = []
     monkeypatch.setattr(cgroups, "unified", lambda root: True)
@@ -51,7 +51,7 @@ def test_v2_replaces_the_filter_with_the_spec_runtime_and_gpuhook_rules(tmp_path
     (tmp_path / "proc" / str(os.getppid())).mkdir()
     (tmp_path / "proc" / str(os.getppid()) / "comm").write_text("crun\n")
     allow(42, RULES, spec, proc=proc, cgroup_root="/cg")
-    want = device_filter.compile_for(spec, "crun", RULES)  # crun's own semantics (device_filter_crun.py)
+    want = runtime_filter.compile_for(spec, "crun", RULES)  # crun's own semantics (device_filter_crun.py)
     assert swapped == [("/cg/runc/ctr", want)]  # the unified entry, not v1's root devices cgroup
 
 

@@ -8,7 +8,7 @@ from gpuhook.config import Policy
 from gpuhook.host.inventory import Gpu
 from gpuhook.host.root import Root
 from gpuhook.plan.prepare import ProcfsCopy
-from gpuhook.vendors import nvidia
+from gpuhook.vendors.nvidia import vendor as nvidia
 
 from ...conftest import FakeHost
 

@@ -10,7 +10,7 @@ import pytest
 
 from gpuhook.engines.containerd_template import BASE, BEGIN, END
 from gpuhook.engines.files import configure, revert
-from gpuhook.engines.registration import Wanted
+from gpuhook.engines.wanted import Wanted
 from gpuhook.errors import EngineConfigError
 
 W = Wanted("/usr/local/bin/gpuhook-runtime", "/usr/local/bin/gpuhook", "/etc/gpuhook/config.toml")

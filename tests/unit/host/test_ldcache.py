@@ -5,7 +5,7 @@ import subprocess
 from pathlib import Path
 
 from gpuhook.host import ldcache
-from gpuhook.testing.stub_libs import build
+from gpuhook.simulator.stub_libs import build
 
 
 def test_reads_a_cache_written_by_the_real_ldconfig(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from gpuhook.edits import DeviceNode
 from gpuhook.host.inventory import Gpu, Inventory, VendorInventory
 from gpuhook.metrics.catalog import FAMILIES
 from gpuhook.metrics.families import TuningRow, View, families, health
-from gpuhook.metrics.telemetry import Reading
+from gpuhook.vendors.contract import Reading
 
 NV = [f"GPU-{i:08x}-0000-0000-0000-000000000000" for i in range(2)]
 AMD = "0x5a1e000000000000"

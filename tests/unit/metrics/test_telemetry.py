@@ -16,11 +16,12 @@ import pytest
 
 from gpuhook.host.inventory import Gpu, Inventory, VendorInventory
 from gpuhook.host.root import Root
-from gpuhook.metrics.telemetry import Reading, Sessions
-from gpuhook.plan.tuning import Setting
-from gpuhook.testing import sim_amd, sim_nvidia
+from gpuhook.metrics.telemetry import Sessions
 from gpuhook.vendors import registry
+from gpuhook.vendors.amd import sim as sim_amd
+from gpuhook.vendors.contract import Reading, Setting
 from gpuhook.vendors.discover import discover
+from gpuhook.vendors.nvidia import sim as sim_nvidia
 
 from ...conftest import FakeHost
 

@@ -16,7 +16,7 @@ from gpuhook.host.facts import Needs, gather
 from gpuhook.host.root import Root
 from gpuhook.plan.compat import Verdict, check, cuda_of_driver, min_driver, needs
 from gpuhook.plan.select import select_all
-from gpuhook.testing.stub_libs import build
+from gpuhook.simulator.stub_libs import build
 from gpuhook.vendors.discover import discover
 from tests.unit.parsing import parse_request
 

@@ -15,10 +15,11 @@ from gpuhook.errors import LedgerError, PolicyError, RequestError, TuningError
 from gpuhook.host.inventory import Gpu, VendorInventory
 from gpuhook.host.processes import start_time
 from gpuhook.host.root import Root
-from gpuhook.plan.tuning import Setting, check_policy, settings_for
+from gpuhook.plan.tuning import check_policy, settings_for
 from gpuhook.request.tuning import Tuning, parse_tuning
 from gpuhook.tuning import ledger, session
 from gpuhook.tuning.backends import BackendSet
+from gpuhook.vendors.contract import Setting
 from gpuhook.vendors.discover import discover
 
 FakeHost = Callable[..., str]
@@ -226,23 +227,25 @@ def test_ledger_is_json_with_a_line_per_setting(tmp_path: Path, state: ledger.St
 
 
 def test_sysfs_writes_go_where_discovery_says_never_where_the_ledger_says(fake_host: FakeHost) -> None:
-    from gpuhook.tuning.amd import SysfsBackend
+    from gpuhook.vendors.amd import vendor as amd
+    from gpuhook.vendors.amd.tuning import SysfsBackend
 
     host = fake_host(amd=1, amdsmi=False)
     dev = Path(host) / "sys/devices/pci0000:00/0000:80:00.0"
     (Path(host) / "etc/power_dpm_force_performance_level").parent.mkdir(parents=True, exist_ok=True)
     forged = Setting("amd", "0x5a1e000000000000", 0, "0000:80:00.0", "/etc", "perf_level", "high")
-    SysfsBackend(Root(host)).set(forged, "high")
+    SysfsBackend(Root(host), amd.discover).set(forged, "high")
     assert (dev / "power_dpm_force_performance_level").read_text().strip() == "high"
     assert not (Path(host) / "etc/power_dpm_force_performance_level").exists()
     target = dev / "power_dpm_force_performance_level"
     target.unlink()
     os.symlink(Path(host) / "victim", target)
     with pytest.raises(TuningError, match="cannot write"):
-        SysfsBackend(Root(host)).set(forged, "auto")
+        SysfsBackend(Root(host), amd.discover).set(forged, "auto")
     assert not (Path(host) / "victim").exists()
     with pytest.raises(TuningError, match="not among the host's AMD GPUs"):
-        SysfsBackend(Root(host)).set(Setting("amd", "x", 0, "0000:99:00.0", str(dev), "perf_level", "high"), "high")
+        SysfsBackend(Root(host), amd.discover).set(
+            Setting("amd", "x", 0, "0000:99:00.0", str(dev), "perf_level", "high"), "high")
 
 
 def test_the_same_id_under_two_engines_is_two_containers(fake_host: FakeHost, tmp_path: Path) -> None:
@@ -268,13 +271,14 @@ def test_the_same_id_under_two_engines_is_two_containers(fake_host: FakeHost, tm
 
 
 def test_a_power_cap_beyond_the_gpus_maximum_is_refused_not_written(fake_host: FakeHost) -> None:
-    from gpuhook.tuning.amd import SysfsBackend
+    from gpuhook.vendors.amd import vendor as amd
+    from gpuhook.vendors.amd.tuning import SysfsBackend
 
     host = fake_host(amd=1, amdsmi=False)
     cap = Path(host) / "sys/devices/pci0000:00/0000:80:00.0/hwmon/hwmon0/power1_cap"
     s = Setting("amd", "0x5a1e000000000000", 0, "0000:80:00.0", "", "power_cap", "900000000")
     with pytest.raises(TuningError, match="at most 750 W"):
-        SysfsBackend(Root(host)).set(s, "900000000")
+        SysfsBackend(Root(host), amd.discover).set(s, "900000000")
     assert cap.read_text().strip() == "300000000"
 
 

@@ -7,8 +7,9 @@ from collections.abc import Callable
 import pytest
 
 from gpuhook.host.root import Root
-from gpuhook.vendors import amd, nvidia
+from gpuhook.vendors.amd import vendor as amd
 from gpuhook.vendors.discover import discover
+from gpuhook.vendors.nvidia import vendor as nvidia
 
 FakeHost = Callable[..., str]
 

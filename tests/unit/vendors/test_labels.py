@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from gpuhook.host.root import Root
-from gpuhook.vendors import amd_labels, nvidia_labels
+from gpuhook.vendors.amd import node_labels as amd_labels
 from gpuhook.vendors.discover import discover
 from gpuhook.vendors.labels import labels, render, valid_key, valid_value
+from gpuhook.vendors.nvidia import node_labels as nvidia_labels
 
 FakeHost = Callable[..., str]
 ACCELERATOR = "gpuhook.feature.node.kubernetes.io/accelerator"

@@ -10,9 +10,10 @@ import pytest
 
 from gpuhook.config import Policy
 from gpuhook.host.root import Root
-from gpuhook.testing import sim_mig
-from gpuhook.vendors import nvidia, nvidia_mig
 from gpuhook.vendors.discover import discover, identified
+from gpuhook.vendors.nvidia import mig as nvidia_mig
+from gpuhook.vendors.nvidia import sim_mig
+from gpuhook.vendors.nvidia import vendor as nvidia
 
 FakeHost = Callable[..., str]
 PROFILES = ("3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb")

@@ -19,10 +19,11 @@ from gpuhook.host.devnodes import read_node
 from gpuhook.host.inventory import Gpu, VendorInventory
 from gpuhook.host.root import Root
 from gpuhook.plan.select import plan_edits, select_all
-from gpuhook.plan.tuning import Setting, gpus_in_spec, settings_for
+from gpuhook.plan.tuning import gpus_in_spec, settings_for
 from gpuhook.request.tuning import Tuning
 from gpuhook.testing.bundle import oci_config
 from gpuhook.vendors import registry
+from gpuhook.vendors.contract import Setting
 from gpuhook.vendors.discover import discover
 from gpuhook.vendors.labels import labels
 from tests.unit.parsing import parse_request
@@ -77,7 +78,7 @@ class Toy:
         raise NotImplementedError
 
     def telemetry(self, root: Root, inv: VendorInventory) -> object:
-        from gpuhook.metrics.telemetry import Reading
+        from gpuhook.vendors.contract import Reading
 
         class Source:
             broken = False

@@ -43,7 +43,7 @@ def build(source: str, out_name: str, *, soname: str | None = None, defines: dic
           libs: tuple[str, ...] = (), extra_code: str = "") -> str:
     """Compile stubs/`source` (plus `extra_code`) into a shared library (with `soname`) or an executable;
     return its cached path."""
-    here = resources.files("gpuhook.testing.stubs")
+    here = resources.files("gpuhook.simulator.stubs")
     code = here.joinpath(source).read_text() + extra_code
     header = here.joinpath("stub_state.h").read_text()  # included by the stateful stubs; part of the cache key
     flags = [f"-D{k}={v}" for k, v in sorted((defines or {}).items())]

@@ -6,12 +6,14 @@ from __future__ import annotations
 import os
 
 from gpuhook.errors import TuningError
-from gpuhook.plan.tuning import Setting
+from gpuhook.vendors.contract import Setting
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from types import ModuleType
 
+    from gpuhook.host.inventory import VendorInventory
     from gpuhook.host.root import Root
 
 _LEVELS = {"auto": "AUTO", "low": "LOW", "high": "HIGH", "manual": "MANUAL", "profile_standard": "STABLE_STD",
@@ -83,10 +85,11 @@ class SysfsBackend:
     """amdgpu's files in the GPU's PCI device directory under host_root: the directory comes from discovery
     (by PCI address), never from the text of a ledger entry, and every file is opened without following a
     link. A clock range's original is the list of all its levels, so that restoring it is real even while
-    another container holds the manual performance level."""
+    another container holds the manual performance level. `discover` is the AMD vendor's discovery."""
 
-    def __init__(self, root: Root) -> None:
+    def __init__(self, root: Root, discover: Callable[[Root], VendorInventory | None]) -> None:
         self._root = root
+        self._find = discover
         self._devices: dict[str, str] | None = None
 
     def close(self) -> None:
@@ -137,9 +140,7 @@ class SysfsBackend:
     def _device(self, s: Setting) -> str:
         """The GPU's PCI device directory, as discovery finds it under the host root."""
         if self._devices is None:
-            from gpuhook.vendors import amd
-
-            inv = amd.discover(self._root)
+            inv = self._find(self._root)
             self._devices = {g.pci: g.sysfs for g in (inv.gpus if inv else ()) if g.sysfs}
         if s.pci not in self._devices:
             raise TuningError(f"GPU {s.pci} is not among the host's AMD GPUs with amdgpu sysfs files")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, fields, replace
 
-from gpuhook.testing.simulate import SIM_STATE
+from gpuhook.simulator.host import SIM_STATE
 
 
 @dataclass(frozen=True, slots=True)

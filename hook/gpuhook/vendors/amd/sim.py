@@ -6,9 +6,9 @@ import os
 import shutil
 
 from gpuhook.errors import SimulatorError
-from gpuhook.testing import sim_telemetry
-from gpuhook.testing import stub_libs as stubs
-from gpuhook.testing.simulate import SIM_STATE, HostSpec, node, pci_device, write
+from gpuhook.simulator import stub_libs as stubs
+from gpuhook.simulator import telemetry as sim_telemetry
+from gpuhook.simulator.host import SIM_STATE, HostSpec, node, pci_device, write
 
 RENDER_GID = 109
 VIDEO_GID = 44

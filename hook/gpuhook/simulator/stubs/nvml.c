@@ -3,7 +3,7 @@
    simulator's UUIDs (GPU-<index as 8 hex digits>-...); every device reports the compiled-in
    compute capability (STUB_CC_MAJOR.STUB_CC_MINOR), brand (STUB_BRAND, an nvmlBrandType_t) and memory.
    MIG: STUB_STATE.mig lists the MIG devices ("<gpu> <mig> <gi> <ci> <gi slices> <ci slices> <MiB> <MIG-uuid>"
-   lines, gpuhook.testing.sim_mig writes them); a GPU with a line there is in MIG mode, and without that file
+   lines, gpuhook.vendors.nvidia.sim_mig writes them); a GPU with a line there is in MIG mode, and without that file
    no GPU is MIG capable (nvmlDeviceGetMigMode answers NOT_SUPPORTED). */
 #include <dirent.h>
 #include <stdio.h>

@@ -7,7 +7,7 @@ import contextlib
 import os
 
 from gpuhook.errors import DiscoveryError, one_line
-from gpuhook.metrics.telemetry import Reading, values_or_error
+from gpuhook.vendors.contract import Reading, values_or_error
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -9,8 +9,8 @@ from gpuhook.errors import RequestError
 from gpuhook.host.devnodes import read_node
 from gpuhook.host.inventory import Gpu, VendorInventory
 from gpuhook.request.ids import is_hex, normalize_pci
-from gpuhook.vendors import nvidia_mig
-from gpuhook.vendors.nvidia_files import driver_files
+from gpuhook.vendors.nvidia import mig as nvidia_mig
+from gpuhook.vendors.nvidia.files import driver_files
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -18,20 +18,18 @@ if TYPE_CHECKING:
 
     from gpuhook.config import Policy
     from gpuhook.host.root import Root
-    from gpuhook.metrics.telemetry import Source
-    from gpuhook.plan.tuning import Setting
     from gpuhook.request.tuning import Tuning
-    from gpuhook.testing.simulate import HostSpec
-    from gpuhook.tuning.backends import Backend
+    from gpuhook.simulator.host import HostSpec
+    from gpuhook.vendors.contract import Backend, Setting, Source
 
 NAME = "nvidia"
 LABEL = "NVIDIA"
-NODE_PREFIXES = ("/dev/nvidia",)
+NODE_PREFIXES: tuple[str, ...] = ("/dev/nvidia",)
 ENV_KEY = "NVIDIA_VISIBLE_DEVICES"
 NONE_MEANS_DRIVER = True
-CAPABILITIES_ENV = "NVIDIA_DRIVER_CAPABILITIES"
+CAPABILITIES_ENV: str | None = "NVIDIA_DRIVER_CAPABILITIES"
 CDI_KIND = "nvidia.com/gpu"
-DOCKER_GPUS_HOOK = "nvidia-container-runtime-hook"  # gpuhook ships one: cli/nvidia_hook.py
+DOCKER_GPUS_HOOK: str | None = "nvidia-container-runtime-hook"  # gpuhook ships one: cli/nvidia_hook.py
 SLICE_RESOURCE = "nvidia.com/mig-{profile}"  # NVIDIA's device plugin's mixed strategy
 _UUID_GROUPS = (8, 4, 4, 4, 12)  # GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx
 
@@ -126,7 +124,7 @@ def procfs_files(root: Root, gpus: Sequence[Gpu], policy: Policy) -> tuple[str, 
 
 def settings(tuning: Tuning, gpu: Gpu) -> tuple[Setting, ...]:
     """Locked clocks, the power limit (NVML speaks milliwatts) and the compute mode, by the GPU's UUID."""
-    from gpuhook.plan.tuning import Setting
+    from gpuhook.vendors.contract import Setting
 
     if tuning.perf_level:
         raise RequestError(f"gpuhook.dev/perf-level={tuning.perf_level!r} is an AMD setting but GPU "
@@ -144,10 +142,9 @@ def settings(tuning: Tuning, gpu: Gpu) -> tuple[Setting, ...]:
 def backend(root: Root) -> Backend:
     """NVML, bound to the host root's own libnvidia-ml."""
     from gpuhook.errors import GpuhookError, TuningError
-    from gpuhook.tuning.nvidia import NvmlBackend
-    from gpuhook.vendors.discover import discover
+    from gpuhook.vendors.nvidia.tuning import NvmlBackend
 
-    lib = _nvml_library(discover(root, frozenset({NAME})).vendor(NAME))
+    lib = _nvml_library(discover(root))
     if lib is None:
         raise TuningError(f"no libnvidia-ml under {root.base}: NVIDIA tuning needs the driver's NVML")
     try:
@@ -159,7 +156,7 @@ def backend(root: Root) -> Backend:
 def telemetry(root: Root, inv: VendorInventory) -> Source:
     """NVML, bound to the host root's own libnvidia-ml, held open until closed."""
     from gpuhook.errors import DiscoveryError
-    from gpuhook.metrics.nvml_telemetry import NvmlTelemetry
+    from gpuhook.vendors.nvidia.readings import NvmlTelemetry
 
     lib = _nvml_library(inv)
     if lib is None:
@@ -175,7 +172,7 @@ def _nvml_library(inv: VendorInventory | None) -> str | None:
 
 def labels(inv: VendorInventory, root: Root, replicas: int, strategy: str = "none") -> dict[str, str]:
     """The driver's CUDA version and GFD's nvidia.com/ labels, MIG's too (nvidia_labels.py). Loads libcuda, NVML."""
-    from gpuhook.vendors import nvidia_labels
+    from gpuhook.vendors.nvidia import node_labels as nvidia_labels
 
     return nvidia_labels.labels(inv, root, replicas, strategy)
 
@@ -201,7 +198,7 @@ def checks(inv: VendorInventory) -> tuple[tuple[str, str, str], ...]:
 
 def simulate(root: str, spec: HostSpec, count: int) -> None:
     """The simulator's NVIDIA driver: procfs, nodes, stub libraries and tools."""
-    from gpuhook.testing import sim_nvidia
+    from gpuhook.vendors.nvidia import sim as sim_nvidia
 
     sim_nvidia.build(root, spec, count)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 
-from gpuhook.metrics.telemetry import Reading, values_or_error
+from gpuhook.vendors.contract import Reading, values_or_error
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -6,9 +6,9 @@ import os
 import shutil
 
 from gpuhook.proc import run
-from gpuhook.testing import sim_telemetry
-from gpuhook.testing import stub_libs as stubs
-from gpuhook.testing.simulate import SIM_STATE, HostSpec, node, pci_device, write
+from gpuhook.simulator import stub_libs as stubs
+from gpuhook.simulator import telemetry as sim_telemetry
+from gpuhook.simulator.host import SIM_STATE, HostSpec, node, pci_device, write
 
 LDCONFIG = "/sbin/ldconfig"
 NV_MAJOR, UVM_MAJOR = 195, 509
@@ -57,7 +57,7 @@ def build(root: str, spec: HostSpec, count: int) -> None:
     node(root, "/dev/nvidia-uvm", UVM_MAJOR, 0, 0o666, 0)
     node(root, "/dev/nvidia-uvm-tools", UVM_MAJOR, 1, 0o666, 0)
     if spec.mig:
-        from gpuhook.testing import sim_mig
+        from gpuhook.vendors.nvidia import sim_mig
 
         sim_mig.build(root, spec, count)
     cc_major, cc_minor = spec.nvidia_arch.split(".")

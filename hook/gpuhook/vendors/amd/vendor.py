@@ -10,6 +10,7 @@ from gpuhook.errors import RequestError
 from gpuhook.host.devnodes import read_node
 from gpuhook.host.inventory import Gpu, VendorInventory
 from gpuhook.request.ids import is_hex
+from gpuhook.vendors.amd.kfd import kfd_properties
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -17,20 +18,18 @@ if TYPE_CHECKING:
 
     from gpuhook.config import Policy
     from gpuhook.host.root import Root
-    from gpuhook.metrics.telemetry import Source
-    from gpuhook.plan.tuning import Setting
     from gpuhook.request.tuning import Tuning
-    from gpuhook.testing.simulate import HostSpec
-    from gpuhook.tuning.backends import Backend
+    from gpuhook.simulator.host import HostSpec
+    from gpuhook.vendors.contract import Backend, Setting, Source
 
 NAME = "amd"
 LABEL = "AMD"
-NODE_PREFIXES = ("/dev/kfd", "/dev/dri/renderD")
+NODE_PREFIXES: tuple[str, ...] = ("/dev/kfd", "/dev/dri/renderD")
 ENV_KEY = "AMD_VISIBLE_DEVICES"
 NONE_MEANS_DRIVER = False
-CAPABILITIES_ENV = None
+CAPABILITIES_ENV: str | None = None
 CDI_KIND = "amd.com/gpu"
-DOCKER_GPUS_HOOK = None  # Docker 28.3+ sets AMD_VISIBLE_DEVICES for its "amd" driver, without a hook
+DOCKER_GPUS_HOOK: str | None = None  # Docker 28.3+ sets AMD_VISIBLE_DEVICES for its "amd" driver, without a hook
 SLICE_RESOURCE = "amd.com/{profile}"  # partitions are GPUs of their own: never asked (no slices beside them)
 KFD = "/dev/kfd"
 KFD_PROC = "/sys/class/kfd/kfd/proc"  # other tenants' GPU processes
@@ -41,7 +40,7 @@ def discover(root: Root) -> VendorInventory | None:
     """GPUs in KFD node order (nodes with SIMDs), their render and card nodes; None without KFD."""
     if not root.exists(_NODES) and not root.exists(KFD):
         return None
-    from gpuhook.vendors import amd_partitions
+    from gpuhook.vendors.amd import partitions as amd_partitions
 
     node_ids = sorted((n for n in root.listdir(_NODES) if n.isdigit()), key=int)
     gpus: list[Gpu] = []
@@ -97,7 +96,7 @@ def procfs_files(root: Root, gpus: Sequence[Gpu], policy: Policy) -> tuple[str, 
 def settings(tuning: Tuning, gpu: Gpu) -> tuple[Setting, ...]:
     """The performance level (manual for a clock range), sclk levels and the hwmon power cap (microwatts), by
     the GPU's PCI device directory."""
-    from gpuhook.plan.tuning import Setting
+    from gpuhook.vendors.contract import Setting
 
     if tuning.compute_mode:
         raise RequestError(f"gpuhook.dev/compute-mode={tuning.compute_mode!r} is an NVIDIA setting but "
@@ -118,7 +117,7 @@ def settings(tuning: Tuning, gpu: Gpu) -> tuple[Setting, ...]:
 def backend(root: Root) -> Backend:
     """amdsmi on the host's /opt/rocm/lib/libamd_smi.so where it loads, else amdgpu's sysfs files."""
     from gpuhook.errors import TuningError
-    from gpuhook.tuning.amd import AmdSmiBackend, SysfsBackend
+    from gpuhook.vendors.amd.tuning import AmdSmiBackend, SysfsBackend
 
     rocm = root.resolve("/opt/rocm")
     if os.path.exists(os.path.join(rocm, "lib/libamd_smi.so")):
@@ -126,13 +125,13 @@ def backend(root: Root) -> Backend:
             return AmdSmiBackend(rocm)
         except (TuningError, ImportError, OSError, AttributeError, KeyError):
             pass  # an amdsmi package that does not fit the host's library: the kernel's files still work
-    return SysfsBackend(root)
+    return SysfsBackend(root, discover)
 
 
 def telemetry(root: Root, inv: VendorInventory) -> Source:
     """amdsmi on the host's /opt/rocm/lib/libamd_smi.so where it loads, else amdgpu's sysfs files."""
     from gpuhook.errors import DiscoveryError
-    from gpuhook.metrics.amd_telemetry import AmdSmiTelemetry, SysfsTelemetry
+    from gpuhook.vendors.amd.readings import AmdSmiTelemetry, SysfsTelemetry
 
     rocm = root.resolve("/opt/rocm")
     if os.path.exists(os.path.join(rocm, "lib/libamd_smi.so")):
@@ -145,7 +144,8 @@ def telemetry(root: Root, inv: VendorInventory) -> Source:
 
 def labels(inv: VendorInventory, root: Root, replicas: int, strategy: str = "none") -> dict[str, str]:
     """ROCm release, in-tree, gfx targets and the node labeller's amd.com/ labels (amd_labels.py). Reads sysfs."""
-    from gpuhook.vendors import amd_labels, amd_partitions
+    from gpuhook.vendors.amd import node_labels as amd_labels
+    from gpuhook.vendors.amd import partitions as amd_partitions
 
     return {**amd_labels.labels(inv, root, replicas), **amd_partitions.labels(root, inv)}
 
@@ -157,7 +157,7 @@ def checks(inv: VendorInventory) -> tuple[tuple[str, str, str], ...]:
 
 def simulate(root: str, spec: HostSpec, count: int) -> None:
     """The simulator's amdgpu: KFD topology, DRM nodes, amdgpu sysfs and a stub libamd_smi."""
-    from gpuhook.testing import sim_amd
+    from gpuhook.vendors.amd import sim as sim_amd
 
     sim_amd.build(root, spec, count)
 
@@ -169,7 +169,7 @@ def gfx_target(version: int) -> str:
 
 def _gpu(root: Root, index: int, node_id: str, props: dict[str, int]) -> tuple[Gpu, int]:
     """One KFD GPU node, and its partition's number on its physical GPU (0 for a whole GPU)."""
-    from gpuhook.vendors.amd_partitions import physical
+    from gpuhook.vendors.amd.partitions import physical
 
     location = props.get("location_id", 0)
     pci, part = physical(root, f"{props.get('domain', 0):04x}:{location >> 8 & 0xFF:02x}:"
@@ -205,19 +205,3 @@ def _card_nodes(drm_dir: str) -> list[str]:
     except OSError:
         return []
     return [f"/dev/dri/{e}" for e in entries if e.startswith("card") and e[4:].isdigit()]
-
-
-def kfd_properties(root: Root, path: str) -> dict[str, int]:
-    """A KFD properties file's `name value` lines, the integer ones ({} when it cannot be read)."""
-    out: dict[str, int] = {}
-    try:
-        text = root.read_text(path)
-    except OSError:
-        return out
-    for line in text.splitlines():
-        key, _, value = line.strip().partition(" ")
-        try:
-            out[key] = int(value.strip())
-        except ValueError:
-            continue
-    return out

@@ -15,7 +15,7 @@ gfx11 GC_11_0_0 (gfx1103 GC_11_0_1, gfx115x GC_11_5_0); gfx12 GC_12_0_0; anythin
 
 from __future__ import annotations
 
-from gpuhook.vendors.amd import kfd_properties
+from gpuhook.vendors.amd.kfd import kfd_properties
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ compute mode. Values are text: clocks 'MIN-MAX' or 'unlocked', power in milliwat
 from __future__ import annotations
 
 from gpuhook.errors import TuningError
-from gpuhook.plan.tuning import Setting
+from gpuhook.vendors.contract import Setting
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

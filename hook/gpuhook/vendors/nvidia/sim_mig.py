@@ -4,7 +4,7 @@ table the stub NVML reads for MIG handles (stubs/nvml.c)."""
 from __future__ import annotations
 
 from gpuhook.errors import SimulatorError
-from gpuhook.testing.simulate import SIM_STATE, HostSpec, node, write
+from gpuhook.simulator.host import SIM_STATE, HostSpec, node, write
 
 CAPS_MAJOR = 237
 SLICES = 7  # an H100's compute slices

@@ -19,7 +19,7 @@ static int must_fail(int i, const char *call) {
 }
 
 /* Telemetry (the exporter's): STUB_STATE.telemetry holds "<index> <util %> <memory used> <memory total> <power mW>
-   <temperature C> <clock MHz>" lines (gpuhook.testing.sim_telemetry writes them); a GPU without a line reports
+   <temperature C> <clock MHz>" lines (gpuhook.simulator.telemetry writes them); a GPU without a line reports
    `idle`, the stub's own idle board. */
 typedef struct { unsigned util; unsigned long long used, total; unsigned power, temp, clock; } telemetry_t;
 
