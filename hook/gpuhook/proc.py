@@ -104,3 +104,9 @@ def _on_path(name: str, path: str) -> str:
         if os.access(candidate, os.X_OK):
             return candidate
     return name
+
+
+def beside(here: str, name: str, fallback: str = "") -> str:
+    """The native `name` in `here` where it was built, else `fallback` (the Python path that does its work)."""
+    path = os.path.join(here, name)
+    return path if os.access(path, os.X_OK) else fallback

@@ -39,7 +39,7 @@ from gpuhook.cli import shim
 t.append(time.perf_counter())
 path, explicit = config_path()
 table, validated = read_config(path, explicit)
-from gpuhook.cli import inject
+from gpuhook.gpu_path import inject
 from gpuhook import logs
 from gpuhook.apply import containers
 from gpuhook.apply import spec

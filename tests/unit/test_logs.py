@@ -25,7 +25,7 @@ PATH = [str(Path(__file__).resolve().parents[2] / "hook"), sysconfig.get_paths()
 _STAMP = re.compile(r'"timestamp": "([^"]*)"')
 _LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
 
-# (bind, method, event, fields): what the callers pass (cli/inject.py, cli/hook.py), and what they might
+# (bind, method, event, fields): what the callers pass (gpu_path/inject.py, cli/hook.py), and what they might
 _CALLS: list[tuple[dict[str, Any], str, str, dict[str, Any]]] = [
     ({}, "debug", "no gpu request", {}),
     ({}, "info", "injecting", {"gpus": ["0", "GPU-1"], "sources": ["annotation"], "devices": ["/dev/nvidia0"],

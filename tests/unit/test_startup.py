@@ -64,7 +64,7 @@ def _heavy(modules: set[str]) -> list[str]:
 def test_pass_through_loads_no_gpu_code(fake_host: FakeHost, tmp_path: Path) -> None:
     loaded = _loaded(fake_host(nvidia=1), tmp_path)
     assert _heavy(loaded) == []
-    assert "gpuhook.cli.inject" not in loaded
+    assert "gpuhook.gpu_path.inject" not in loaded
 
 
 @pytest.mark.parametrize(("annotations", "env", "amd", "needed"), [
@@ -77,7 +77,7 @@ def test_pass_through_loads_no_gpu_code(fake_host: FakeHost, tmp_path: Path) -> 
 def test_gpu_path_loads_nothing_heavy(fake_host: FakeHost, tmp_path: Path, annotations: dict[str, str] | None,
                                       env: dict[str, str] | None, amd: int, needed: list[str]) -> None:
     loaded = _loaded(fake_host(nvidia=2, amd=amd), tmp_path, annotations, env)
-    assert "gpuhook.cli.inject" in loaded  # it did take the GPU path
+    assert "gpuhook.gpu_path.inject" in loaded  # it did take the GPU path
     assert _heavy(loaded) == needed
 
 
@@ -94,7 +94,7 @@ def test_poststop_hook_without_tuning_loads_nothing_heavy(tmp_path: Path) -> Non
     code, *loaded = runs[1].stdout.split()
     assert code == "0", runs[1].stderr
     assert "gpuhook.cli.hook" in loaded
-    assert _heavy(set(loaded)) == [] and "argparse" not in loaded and "gpuhook.cli.inject" not in loaded
+    assert _heavy(set(loaded)) == [] and "argparse" not in loaded and "gpuhook.gpu_path.inject" not in loaded
 
 
 def test_running_a_program_loads_no_subprocess_module() -> None:
@@ -136,4 +136,4 @@ def test_docker_gpus_hook_behind_the_shim_loads_nothing_heavy(tmp_path: Path) ->
     code, *loaded = runs[1].stdout.split()
     assert code == "0", runs[1].stderr
     assert "gpuhook.cli.nvidia_hook" in loaded and "gpuhook.cli.hook" in loaded
-    assert _heavy(set(loaded)) == [] and "argparse" not in loaded and "gpuhook.cli.inject" not in loaded
+    assert _heavy(set(loaded)) == [] and "argparse" not in loaded and "gpuhook.gpu_path.inject" not in loaded

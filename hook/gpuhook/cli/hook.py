@@ -106,7 +106,7 @@ def _count_refusal(error: BaseException) -> None:
 
 def _prestart(state: dict[str, object]) -> None:
     from gpuhook.apply.spec import read_spec
-    from gpuhook.cli.inject import prepare, release_count_lock
+    from gpuhook.gpu_path.inject import prepare, release_count_lock
     from gpuhook.request.container import is_sandbox
 
     bundle, pid = state.get("bundle"), state.get("pid")
@@ -174,11 +174,11 @@ def _give(spec: Spec, bundle: str, config: Config, cid: str, pid: int, prepared:
     by_shim = containers.recorded(config.state_dir, cid)  # then the shim prepared it, and counted it
     containers.save(config.state_dir, record)
     if not prepared.exclusive:  # an exclusive holder checks the records under the ledger's lock
-        from gpuhook.cli.inject import recheck_leases
+        from gpuhook.gpu_path.inject import recheck_leases
 
         recheck_leases(config.state_dir, record)
     if not by_shim:
-        from gpuhook.cli.inject import count_prepared
+        from gpuhook.gpu_path.inject import count_prepared
 
         count_prepared(config.state_dir, prepared)
     log.info("applied live", devices=[n.path for n in todo.device_nodes], mounts=len(todo.mounts),

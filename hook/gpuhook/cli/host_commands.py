@@ -73,7 +73,7 @@ def configure(args: argparse.Namespace) -> int:
         if args.cdi and args.engine == "docker":
             _docker_reads_cdi()
         cdi = args.cdi or (args.engine == "containerd" and _containerd_has_cdi())
-        from gpuhook.cli.launcher import beside
+        from gpuhook.proc import beside
 
         hook = beside(here, "gpuhook-hook", os.path.join(here, "gpuhook"))  # the hook's native front end, else gpuhook
         wanted = Wanted(os.path.abspath(args.runtime_path or os.path.join(here, "gpuhook-runtime")), hook,

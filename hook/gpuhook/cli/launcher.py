@@ -80,12 +80,6 @@ def build_all(dest: str, required: bool = False) -> dict[str, str]:
     return built
 
 
-def beside(here: str, name: str, fallback: str = "") -> str:
-    """The native `name` in `here` where it was built, else `fallback` (the Python path that does its work)."""
-    path = os.path.join(here, name)
-    return path if os.access(path, os.X_OK) else fallback
-
-
 def native_dir() -> str:
     """Where the native front ends' sources are (in the package, in the checkout or in the frozen binary)."""
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "native")

@@ -120,7 +120,7 @@ def _maybe_inject(args: RuncArgs, table: dict[str, object], path: str, validated
     if not asks and not any(p.encode() in data for p in node_prefixes()):
         return
     from gpuhook.apply import spec
-    from gpuhook.cli import inject
+    from gpuhook.gpu_path import inject
     from gpuhook.request.container import is_sandbox
 
     loaded = spec.load_spec(data, spec_path)

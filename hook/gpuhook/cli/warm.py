@@ -156,7 +156,7 @@ def _parent_death(signo: int) -> None:
 
 
 # the rooms the GPU path, the hooks and tuning load from (lazily, in the direct path); the workers find them loaded
-_ROOMS = ("request", "host", "vendors", "plan", "apply", "tuning")
+_ROOMS = ("request", "host", "vendors", "plan", "apply", "tuning", "gpu_path")
 
 
 def _preload() -> None:
@@ -167,11 +167,11 @@ def _preload() -> None:
 
     import gpuhook
 
-    names = ["gpuhook.cli.shim", "gpuhook.cli.inject", "gpuhook.cli.hook", "gpuhook.cli.granting", "gpuhook.cli.admin",
-             "gpuhook.syscalls", "gpuhook.logs", "pynvml"]
-    for room in _ROOMS:
-        for info in pkgutil.iter_modules([os.path.join(gpuhook.__path__[0], room)]):
-            names.append(f"gpuhook.{room}.{info.name}")
+    names = ["gpuhook.cli.shim", "gpuhook.cli.hook", "gpuhook.syscalls", "gpuhook.logs", "pynvml"]
+    for room in _ROOMS:  # with the vendors' packages' modules (walk_packages goes down into them)
+        for info in pkgutil.walk_packages([os.path.join(gpuhook.__path__[0], room)], f"gpuhook.{room}."):
+            if not info.name.rsplit(".", 1)[1].startswith("sim"):  # a vendor's simulator serves no call
+                names.append(info.name)
     for name in names:
         try:
             importlib.import_module(name)

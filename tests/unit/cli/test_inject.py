@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from gpuhook.cli.inject import Prepared, prepare
 from gpuhook.config import Config
 from gpuhook.errors import PlanError
+from gpuhook.gpu_path.inject import Prepared, prepare
 from gpuhook.logs import _Discard
 from gpuhook.testing.bundle import oci_config
 

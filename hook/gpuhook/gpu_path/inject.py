@@ -44,7 +44,7 @@ def prepare(spec: Spec, bundle: str, config: Config, log: Any, gpuhook_bin: str 
     request = parse_request(annotations, env, config.policy.accept_env_requests,
                             gpus_flag(spec.get("hooks"), vendors), config.policy.gpus_any_vendor, vendors=vendors)
     if request.allocation or config.policy.requests == "allocated":
-        from gpuhook.cli.granting import authorized
+        from gpuhook.gpu_path.granting import authorized
 
         request = authorized(request, annotations, config, container_id)
     if not asks(request):
@@ -59,13 +59,13 @@ def prepare(spec: Spec, bundle: str, config: Config, log: Any, gpuhook_bin: str 
     inventory = identified(root, inventory, tuple(i for s in request.selections for i in s.devices or ()))
     counted = any(s.count for s in request.selections)
     if counted:  # held until this container's record is saved: the records read next are the truth under it
-        from gpuhook.cli.granting import take_count_lock
+        from gpuhook.gpu_path.granting import take_count_lock
 
         take_count_lock(config.state_dir)
     # the other live GPU containers (the records read once): a count picks around them, exclusive refuses on them
     users = _users(config.state_dir, container_id) if counted or request.tuning.exclusive else ()
     if counted:
-        from gpuhook.cli.granting import pick_free
+        from gpuhook.gpu_path.granting import pick_free
 
         held = containers.gpus_of(config.state_dir, container_id) if container_id else None
         request = pick_free(request, inventory, root, users, container_id, held)
@@ -174,7 +174,7 @@ def edited_spec(spec: Spec, bundle: str, container_id: str, table: dict[str, Any
 def release_count_lock() -> None:
     """Let the next count request pick, once this container's record is saved or it failed (granting.py is
     loaded only by a count request or an allocation: without it there is no lock)."""
-    granting = sys.modules.get("gpuhook.cli.granting")
+    granting = sys.modules.get("gpuhook.gpu_path.granting")
     if granting is not None:
         granting.release_count_lock()
 
@@ -184,8 +184,8 @@ def _edited(spec: Spec, bundle: str, container_id: str, config: Config, runtime_
     from gpuhook.apply.create_hook import NAME
     from gpuhook.apply.spec import apply_with, drop_hooks, rootfs
     from gpuhook.apply.spec_edits import SpecContext
-    from gpuhook.cli.launcher import beside
     from gpuhook.errors import ConfigError
+    from gpuhook.proc import beside
     from gpuhook.request.docker_flag import is_gpus_hook
 
     here = os.path.dirname(os.path.abspath(sys.argv[0]))
