@@ -28,7 +28,7 @@ step() { echo "gpuhook install [$(( $(date +%s) - started ))s]: $*"; }
 is_gpuhooks() {
   local real
   real=$(readlink -f "$1" 2>/dev/null) || return 1
-  [ "$(basename "$real")" = gpuhook ] && return 0
+  case "$(basename "$real")" in gpuhook|gpuhook-hook) return 0 ;; esac  # the Python launcher or the binary; the native hook
   head -c 512 "$real" 2>/dev/null | grep -q 'gpuhook\.cli\.'
 }
 src=$(cd "$(dirname "$0")" && pwd)

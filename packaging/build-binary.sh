@@ -16,10 +16,11 @@ python=${PYTHON:-.venv/bin/python}
 cd dist/gpuhook
 case "$python" in /*) ;; */*) python="$(cd ../.. && pwd)/$python" ;; esac
 ln -sfn gpuhook gpuhook-runtime-py
-ln -sfn gpuhook nvidia-container-runtime-hook   # Docker's --gpus hook (gpuhook.cli.nvidia_hook)
+ln -sfn gpuhook nvidia-container-runtime-hook-py   # Docker's --gpus hook (gpuhook.cli.nvidia_hook), the direct path
 # the native front ends (gpuhook-runtime, gpuhook-createhook, gpuhook-hook), built by the code install.sh uses, with
 # the digest of their sources beside them for `gpuhook doctor`; a binary without them is not built
 echo "build-binary.sh: building the native front ends"
 PYTHONPATH=../../hook "$python" -m gpuhook.cli.launcher --build-only . \
   || { echo "build-binary.sh: stopped: install gcc and libc6-dev" >&2; exit 1; }
+ln -sfn gpuhook-hook nvidia-container-runtime-hook  # Docker's --gpus hook: the native front end (native/hook.c)
 echo "built $(pwd)/gpuhook ($(du -sh . | cut -f1))"

@@ -13,7 +13,7 @@ def main() -> None:
         from gpuhook.cli.shim import main as shim
 
         shim()
-    if name == "nvidia-container-runtime-hook":  # Docker's --gpus hook (gpuhook.cli.nvidia_hook)
+    if name.startswith("nvidia-container-runtime-hook"):  # Docker's --gpus hook (gpuhook.cli.nvidia_hook), -py too
         from gpuhook.cli.nvidia_hook import main as gpus_hook
 
         sys.exit(gpus_hook())

@@ -22,7 +22,7 @@ from gpuhook.testing.simulate import HostSpec, build_host
 from .conftest import Product
 
 ENTRY_POINTS = ("gpuhook-runtime", "gpuhook-runtime-py", "gpuhook-createhook", "gpuhook-hook", "gpuhook",
-                "nvidia-container-runtime-hook")
+                "nvidia-container-runtime-hook", "nvidia-container-runtime-hook-py")
 NVIDIA = {"gpuhook.dev/gpus": "1", "gpuhook.dev/vendor": "nvidia"}
 AMD = {"gpuhook.dev/gpus": "1", "gpuhook.dev/vendor": "amd"}
 # Which of the product's executables each flavour runs for a container asking for GPUs, through the shim:
@@ -35,6 +35,10 @@ GPU_PATH = {"native": {"gpuhook-runtime", "gpuhook-runtime-py", "gpuhook-createh
 # ... and for the hooks gpuhook writes (tuning, hooks.d): the native hook front end, and Python behind it unless warm
 HOOKS = {"native": {"gpuhook-hook", "gpuhook"}, "warm": {"gpuhook-hook"}, "python": {"gpuhook"},
          "deb": {"gpuhook-hook", "gpuhook"}}
+# ... and for Docker's --gpus hook: its native front end (a link to gpuhook-hook), Python behind it unless warm
+GPUS_HOOK = {"native": {"nvidia-container-runtime-hook", "nvidia-container-runtime-hook-py"},
+             "warm": {"nvidia-container-runtime-hook"}, "python": {"nvidia-container-runtime-hook"},
+             "deb": {"nvidia-container-runtime-hook", "nvidia-container-runtime-hook-py"}}
 
 
 @pytest.fixture(scope="module")
@@ -205,16 +209,20 @@ def test_hook_mode_as_podman_runs_it(site: Site) -> None:
 
 def test_docker_gpus_hook(site: Site) -> None:
     """What dockerd 20.10 writes for `--gpus device=1` (its prestart hook and NVIDIA_VISIBLE_DEVICES), run by plain
-    runc: the executable install.sh linked for it serves."""
+    runc: the executable install.sh linked for it serves, the native way where built (through the warm helper when
+    it runs)."""
     def add(spec: dict[str, Any]) -> None:
+        # dockerd gives the hook no environment: on a host it finds /etc/gpuhook's config and /run/gpuhook's helper,
+        # here the flavour's own
         spec["hooks"] = {"prestart": [{"path": site.product.cmd("nvidia-container-runtime-hook"),
                                        "args": ["nvidia-container-runtime-hook", "prestart"],
-                                       "env": [f"GPUHOOK_CONFIG={site.config}"]}]}
+                                       "env": [f"GPUHOOK_CONFIG={site.config}",
+                                               f"GPUHOOK_WARM_SOCKET={site.product.sock}"]}]}
 
     ran = site.run("ls /dev | grep nvidia", env={"NVIDIA_VISIBLE_DEVICES": "1"}, hook_mode=True, edit=add)
     assert ran.rc == 0, ran.err
     assert ran.out.split() == ["nvidia-uvm", "nvidia-uvm-tools", "nvidia1", "nvidiactl"]
-    assert "nvidia-container-runtime-hook" in ran.served
+    assert ran.served == GPUS_HOOK[site.product.flavour]
 
 
 def test_doctor_names_the_paths(site: Site) -> None:

@@ -23,7 +23,9 @@ from gpuhook.errors import one_line
 
 ENTRIES = {"gpuhook": "gpuhook.cli.admin", "gpuhook-runtime": "gpuhook.cli.shim",
            "gpuhook-runtime-py": "gpuhook.cli.shim",
-           "nvidia-container-runtime-hook": "gpuhook.cli.nvidia_hook"}  # Docker's --gpus runs it (cli/nvidia_hook.py)
+           "nvidia-container-runtime-hook": "gpuhook.cli.nvidia_hook",  # Docker's --gpus runs it (cli/nvidia_hook.py)
+           "nvidia-container-runtime-hook-py": "gpuhook.cli.nvidia_hook"}  # its direct path behind the native one
+GPUS_HOOK = "nvidia-container-runtime-hook"  # a link to gpuhook-hook where that was built (native/hook.c)
 # source -> (installed name, what it is); each built with the config cache's directory compiled in
 NATIVE = {"runtime.c": ("gpuhook-runtime", "the runtime's native front end (pass-through without Python)"),
           "createhook.c": ("gpuhook-createhook", "the native createContainer hook (procfs copies, linker cache)"),
@@ -56,6 +58,11 @@ def write_launchers(dest: str, python: str, path_entries: list[str], native: str
         return written
     built = build_all(dest, required=native == "require")
     written.update(built)
+    if "gpuhook-hook" in built:  # Docker's --gpus hook goes the native way too (the warm helper, else -py)
+        link = os.path.join(dest, GPUS_HOOK)
+        os.unlink(link)
+        os.symlink("gpuhook-hook", link)
+        written[GPUS_HOOK] = link
     return written
 
 

@@ -404,6 +404,10 @@ def _run(kind: str, argv: list[str], caller: int) -> bytes:
         from gpuhook.cli import shim
 
         return _exited(lambda: b"exec " + shim.prepare(shim.RuncArgs(argv[1:]), caller).encode())
+    if os.path.basename(argv[0]) == "nvidia-container-runtime-hook":  # Docker's --gpus hook, NVIDIA's command line
+        from gpuhook.cli import nvidia_hook
+
+        return _exited(lambda: b"exit %d" % nvidia_hook.main(argv[1:]))
     from gpuhook.cli import hook
 
     hook_args = hook.parse(argv[1:])

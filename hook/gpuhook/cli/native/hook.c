@@ -1,6 +1,8 @@
 /* gpuhook-hook: the OCI hook's native front end. `gpuhook-hook hook STAGE` (argv as for `gpuhook`) hands the
  * stage to the warm helper when one runs (warm.h), else execs the Python `gpuhook` beside this binary with the
- * same argv. The state runc writes on stdin is read first (bounded, as the hook reads it) into a memory file:
+ * same argv. Called as nvidia-container-runtime-hook (Docker's --gpus hook, a link to this binary) it does the
+ * same for NVIDIA's command line, the Python `nvidia-container-runtime-hook-py` beside it being the direct path;
+ * its poststart and poststop have nothing to do (cli/nvidia_hook.py) and start nothing. The state runc writes on stdin is read first (bounded, as the hook reads it) into a memory file:
  * the helper reads that, and the direct path gets it back from the start, whatever the helper consumed.
  *
  * A poststop with nothing to restore starts nothing: when the config's state_dir (the `.state` file the Python
@@ -55,7 +57,11 @@ int main(int argc, char **argv) {
     if (n <= 0) { perror("gpuhook-hook: /proc/self/exe"); return 1; }
     self[n] = 0;
     *strrchr(self, '/') = 0;
-    snprintf(py, sizeof py, "%s/gpuhook", self);
+    const char *called = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+    int gpus_hook = strcmp(called, "nvidia-container-runtime-hook") == 0;
+    if (gpus_hook && argc >= 2 && (strcmp(argv[argc - 1], "poststart") == 0 || strcmp(argv[argc - 1], "poststop") == 0))
+        return 0; /* NVIDIA's hook undoes nothing there, and neither does gpuhook's */
+    snprintf(py, sizeof py, gpus_hook ? "%s/nvidia-container-runtime-hook-py" : "%s/gpuhook", self);
     int state = memfd_create("gpuhook-state", MFD_CLOEXEC);
     if (state >= 0) {
         static char buf[65536];
