@@ -74,6 +74,9 @@ def test_daemonset_installs_configures_containerd_and_runs_the_device_plugin() -
     script = pod["initContainers"][0]["args"][0]
     assert "install.sh --configure containerd" in script and "systemctl restart containerd" in script
     assert "gpuhook labels" in script and "/host/etc/gpuhook/config.toml" in script
+    # the warm helper: install.sh's default (a host service), unless the flags say --no-warm; doctor says the path
+    flags = {e["name"]: e["value"] for e in pod["initContainers"][0]["env"]}["GPUHOOK_INSTALL_FLAGS"]
+    assert "--no-warm" not in flags and "$GPUHOOK_INSTALL_FLAGS" in script and "gpuhook doctor" in script
     plugin = pod["containers"][0]["command"]
     assert plugin[-2:] == ["/usr/local/bin/gpuhook", "device-plugin"] and pod["hostPID"] is True
 
