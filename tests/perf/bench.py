@@ -150,13 +150,15 @@ def _warm_up(variants: list[Variant], modes: tuple[str, ...], work: Path, notes:
 
 
 def _floors(variants: list[Variant], work: Path) -> list[Variant]:
-    """A "floor" row per direct-path GPU row of the shim (no tuning): bare runc running the very spec the shim
-    wrote in that row's warm-up (its edits applied) with no hooks, the cost no injector can avoid."""
-    out = []
+    """A "floor" row per GPU row of the shim (no tuning; the direct and the warm row share one): bare runc running
+    the very spec the shim wrote in that row's warm-up (its edits applied) with no hooks, the cost no injector can
+    avoid."""
+    out: list[Variant] = []
     for v in variants:
-        name = v.name.removeprefix("gpuhook ")
-        if v.runtime[0] == "runc" or not v.name.startswith("gpuhook ") or "GPUs" not in name or "+" in name \
-                or "log_file" in name:
+        row = v.name.removeprefix(WARM)
+        name = row.removeprefix("gpuhook ")
+        if v.runtime[0] == "runc" or not row.startswith("gpuhook ") or "GPUs" not in name or "+" in name \
+                or "log_file" in name or any(f.name == f"{FLOOR}{name}" for f in out):
             continue
         spec = json.loads((v.bundle / "config.json").read_bytes())  # as the shim left it
         spec.pop("hooks", None)

@@ -55,6 +55,14 @@ def serve(path: str = "", spares: int = SPARES) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     installed = installation()
+    from gpuhook.cli.warm_watch import Watch
+
+    watch = Watch([entry[0] for entry in installed])  # a change before it began: the loop's first stat sees it
+
+    def fresh() -> bool:
+        """Whether the installation is still the one loaded (a poll of the watch, else a stat of every file)."""
+        return not watch.changed() if watch.usable() else _current(installed)
+
     import gc
 
     gc.freeze()  # what was imported stays shared with the workers (no copy-on-write from the collector)
@@ -64,13 +72,13 @@ def serve(path: str = "", spares: int = SPARES) -> int:
     hot: set[int] = set()  # the pages calls write (warm_memory.py)
     served = 0
     try:
-        while _current(installed):
+        while fresh() and _current(installed):  # the daemon stats every file too, once a second
             while len(waiting) < spares:
                 memo = os.memfd_create("gpuhook-warm-pages") if served < LEARN_FROM else -1
                 me = os.getpid()
                 pid = os.fork()
                 if pid == 0:
-                    os._exit(_child(listener, taken_r, taken_w, hot, memo, me, installed))
+                    os._exit(_child(listener, taken_r, taken_w, hot, memo, me, fresh))
                 waiting.add(pid)
                 served += 1
                 if memo >= 0:
@@ -113,19 +121,19 @@ def _reap(waiting: set[int], taken: int, learning: dict[int, int], hot: set[int]
 
 
 def _child(listener: socket.socket, taken_r: int, taken_w: int, hot: set[int], memo: int, daemon: int,
-           installed: Installation) -> int:
+           fresh: Callable[[], bool]) -> int:
     """The forked worker's whole life; never returns into the daemon's loop, whatever happens."""
     try:
         for signo in (signal.SIGTERM, signal.SIGINT):  # the daemon's handler would run its cleanup here
             signal.signal(signo, signal.SIG_DFL)
         os.close(taken_r)
-        return _spare(listener, taken_w, hot, memo, daemon, installed)
+        return _spare(listener, taken_w, hot, memo, daemon, fresh)
     except BaseException:  # a worker's failure is its caller's direct path, never the daemon's loop
         return 1
 
 
 def _spare(listener: socket.socket, taken: int, hot: set[int], memo: int, daemon: int,
-           installed: Installation) -> int:
+           fresh: Callable[[], bool]) -> int:
     """A worker: copy the pages calls write now, while no call waits, then take one call (and report the pages
     it wrote in `memo`, when the daemon is still learning them)."""
     from gpuhook.cli import warm_memory
@@ -141,7 +149,7 @@ def _spare(listener: socket.socket, taken: int, hot: set[int], memo: int, daemon
     with contextlib.suppress(OSError):  # a daemon that is gone forks no next spare: the call is served anyway
         os.write(taken, os.getpid().to_bytes(4, "little"))  # the daemon forks the next spare meanwhile
     os.close(taken)
-    status = _work(conn, installed)
+    status = _work(conn, fresh)
     if memo >= 0:  # after the answer: the caller does not wait for this
         with contextlib.suppress(OSError):  # a hook worker in a container's namespaces may not see this /proc
             warm_memory.report(memo, warm_memory.owned(ranges))
@@ -257,10 +265,10 @@ def _answer(conn: socket.socket, text: bytes) -> None:
     conn.close()
 
 
-def _work(conn: socket.socket, installed: Installation) -> int:
+def _work(conn: socket.socket, fresh: Callable[[], bool]) -> int:
     """One call, in the forked worker; the exit status of the worker (the caller has the real one). Served only
     for a caller that is what an engine's runtime call is (trusted_caller), by code that is still the installed
-    code (`installed`), with a config only root can have written (_own_config); else "direct"."""
+    code (`fresh()`), with a config only root can have written (_own_config); else "direct"."""
     try:
         conn.send(b"A")  # the caller sends its call, and its descriptors, only now
         conn.settimeout(_ACK_WAIT)
@@ -268,7 +276,7 @@ def _work(conn: socket.socket, installed: Installation) -> int:
         msg, fds, flags, _ = socket.recv_fds(conn, MAX_MESSAGE, _FDS)
         conn.settimeout(None)
         call = _parse(msg) if uid == 0 and len(fds) == _FDS and not flags & socket.MSG_TRUNC else None
-        if call is None or not trusted_caller(pid, conn) or not _current(installed) or not _own_config(call[4]):
+        if call is None or not trusted_caller(pid, conn) or not fresh() or not _own_config(call[4]):
             _answer(conn, b"direct")
             return 0
         _adopt(fds)

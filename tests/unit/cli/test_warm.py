@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -174,3 +175,46 @@ def test_an_exception_fails_closed_with_one_line(error: Exception, capsys: pytes
     assert out == ""
     (line,) = err.splitlines()
     assert "internal error in the warm helper" in line and type(error).__name__ in line
+
+
+# -- the watch a worker polls instead of a stat per file -----------------------------------------------------------
+
+def _touch(p: Path) -> None:
+    st = p.stat()
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns + 1))
+
+
+def _replace(p: Path) -> None:
+    new = p.with_suffix(".new")
+    new.write_bytes(p.read_bytes())
+    os.replace(new, p)
+
+
+def _write(p: Path) -> None:
+    with p.open("ab") as f:
+        f.write(b"#")
+
+
+@pytest.mark.parametrize("change", [_touch, _replace, _write, Path.unlink], ids=["touched", "replaced", "written",
+                                                                                   "removed"])
+def test_the_watch_sees_every_kind_of_change(tmp_path: Path, change: Callable[[Path], None]) -> None:
+    from gpuhook.cli.warm_watch import Watch
+
+    files = [tmp_path / f"m{i}.py" for i in range(3)]
+    for f in files:
+        f.write_text("x = 1\n")
+    watch = Watch([str(f) for f in files])
+    try:
+        assert watch.usable() and not watch.changed()
+        (tmp_path / "other.py").write_text("")  # a file it does not hold: no change of its installation
+        assert not watch.changed()
+        change(files[1])
+        assert watch.changed() and watch.changed()  # seen, and still there for the next worker
+    finally:
+        watch.close()
+
+
+def test_a_watch_on_a_missing_file_is_not_usable(tmp_path: Path) -> None:
+    from gpuhook.cli.warm_watch import Watch
+
+    assert not Watch([str(tmp_path / "gone.py")]).usable()  # the caller stats the files instead
