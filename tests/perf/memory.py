@@ -80,7 +80,8 @@ def _measure(work: Path, python: str, runs: int) -> None:
             print(f"| {name} | {statistics.median(direct):.1f} | {statistics.median(warm):.1f} |")
         time.sleep(1)
         print(f"\nthe warm helper: the daemon {_status(daemon.pid, 'VmRSS')} RSS; its waiting workers' private "
-              f"memory (copied for the next call): {_private_of_spares(daemon.pid)}")
+              f"memory (copied for the next call): {_private_of_spares(daemon.pid)}; the helper and its workers "
+              f"in all, proportional set size: {_pss_of_helper(daemon.pid) / 1024:.1f} MiB (target <= 30)")
     finally:
         daemon.terminate()
         daemon.wait()
@@ -117,6 +118,20 @@ def _private_of_spares(daemon: int) -> str:
         private = sum(int(ln.split()[1]) for ln in rollup if ln.startswith(("Private_Clean:", "Private_Dirty:")))
         sizes.append(f"{private / 1024:.1f} MiB")
     return ", ".join(sizes) or "none"
+
+
+def _pss_of_helper(daemon: int) -> int:
+    """The proportional set size (KiB) of the daemon and its waiting workers together: what the helper costs the
+    host, shared pages counted once."""
+    pids = [str(daemon), *Path(f"/proc/{daemon}/task/{daemon}/children").read_text().split()]
+    total = 0
+    for pid in pids:
+        try:
+            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()
+        except OSError:
+            continue
+        total += sum(int(ln.split()[1]) for ln in rollup if ln.startswith("Pss:"))
+    return total
 
 
 if __name__ == "__main__":

@@ -168,18 +168,19 @@ _ROOMS = ("request", "host", "vendors", "plan", "apply", "tuning", "gpu_path")
 
 
 def _preload() -> None:
-    """Import what the workers run, once: every module of the GPU path's rooms, the shim and the hook, and
-    pynvml where installed (tuning loads it)."""
+    """Import what the workers run, once: every module of the GPU path's rooms (with the vendors' packages'
+    modules, their simulators aside: they serve no call), the shim and the hook, and pynvml where installed
+    (tuning loads it). Lists the rooms' folders itself: pkgutil's walk would load inspect (2.5 MiB) for nothing."""
     import importlib
-    import pkgutil
 
-    import gpuhook
-
+    base = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     names = ["gpuhook.cli.shim", "gpuhook.cli.hook", "gpuhook.syscalls", "gpuhook.logs", "pynvml"]
-    for room in _ROOMS:  # with the vendors' packages' modules (walk_packages goes down into them)
-        for info in pkgutil.walk_packages([os.path.join(gpuhook.__path__[0], room)], f"gpuhook.{room}."):
-            if not info.name.rsplit(".", 1)[1].startswith("sim"):  # a vendor's simulator serves no call
-                names.append(info.name)
+    for room in _ROOMS:
+        for folder, dirs, files in os.walk(os.path.join(base, room)):
+            dirs[:] = sorted(d for d in dirs if os.path.exists(os.path.join(folder, d, "__init__.py")))
+            package = "gpuhook." + os.path.relpath(folder, base).replace(os.sep, ".")
+            names += [f"{package}.{f[:-3]}" for f in sorted(files)
+                      if f.endswith(".py") and f != "__init__.py" and not f.startswith("sim")]
     for name in names:
         try:
             importlib.import_module(name)
@@ -190,11 +191,19 @@ def _preload() -> None:
 
 def _preload_amdsmi() -> None:
     """amdsmi, bound to the library of the host this daemon's config names, where it has one (a call on
-    another host root imports it anew: host/amd_smi.py)."""
+    another host root imports it anew: host/amd_smi.py). A config not validated yet is validated in a child, so
+    that the daemon (and every worker it forks) stays without jsonschema's 9 MiB."""
     from gpuhook.config import load
     from gpuhook.errors import GpuhookError
     from gpuhook.host.root import Root
 
+    pid = os.fork()  # the config validated (and its cache written) by a child: jsonschema never loads in here
+    if pid == 0:
+        try:
+            load()
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
     try:
         rocm = Root(load().host_root).resolve("/opt/rocm")
         if os.path.exists(os.path.join(rocm, "lib/libamd_smi.so")):
