@@ -97,6 +97,9 @@ def _arguments() -> argparse.Namespace:
     p.add_argument("--warm", choices=("both", "only", "off"), default="both",
                    help="GPU rows through the warm helper (gpuhook warm, rows named 'warm: ...'), directly, or both")
     p.add_argument("--keep", action="store_true", help="leave the work dir (bundles, configs, state, log) in place")
+    p.add_argument("--installed", metavar="BINDIR",
+                   help="measure gpuhook as installed there (install.sh's PREFIX/bin, the .deb's /opt/gpuhook) instead "
+                        "of launchers written from this checkout")
     args = p.parse_args()
     if args.rounds < 2:
         p.error("--rounds must be at least 2 (p90 needs two samples)")
@@ -113,11 +116,12 @@ def _become_subreaper() -> None:
 
 def _bench(args: argparse.Namespace, work: Path) -> None:
     modes = ("cycle", "run") if args.mode == "both" else (args.mode,)
-    variants, notes = _variants(work, [int(n) for n in args.scale.split(",")], args.python, args.warm)
+    variants, notes = _variants(work, [int(n) for n in args.scale.split(",")], args.python, args.warm,
+                                args.installed)
     if args.only:
         variants = [v for v in variants if v.name == BASELINE or any(t in v.name for t in args.only)]
     if any(v.name.startswith(WARM) for v in variants):
-        _start_warm(work, work / "config8.toml")
+        _start_warm(work, work / "config8.toml", Path(args.installed) if args.installed else work / "bin")
     variants = _warm_up(variants, modes, work, notes)
     variants += _warm_up(_floors(variants, work), modes, work, notes)
     order = {v.name: i for i, v in enumerate(variants)}
@@ -218,14 +222,20 @@ def _wait_init(v: Variant, pid: int) -> None:
         raise StepFailed(f"{v.name}: wait failed: the container's `true` ended with {code}")
 
 
-def _variants(work: Path, scale: list[int], python: str, warm: str) -> tuple[list[Variant], list[str]]:
-    """Every variant's bundle, config and environment under `work`, and notes on rows left out. Writes files."""
+def _variants(work: Path, scale: list[int], python: str, warm: str,
+              installed: str | None = None) -> tuple[list[Variant], list[str]]:
+    """Every variant's bundle, config and environment under `work` (gpuhook from `installed`, else launchers
+    written from this checkout), and notes on rows left out. Writes files."""
     rootfs = work / "rootfs"
     make_rootfs(str(rootfs))
-    bindir = work / "bin"
-    bindir.mkdir()
-    paths = sysconfig.get_paths()
-    launchers = write_launchers(str(bindir), python, [str(REPO / "hook"), paths["purelib"], paths["platlib"]])
+    if installed:
+        names = ("gpuhook", "gpuhook-runtime", "gpuhook-hook", "gpuhook-createhook")
+        launchers = {n: os.path.join(installed, n) for n in names if os.path.exists(os.path.join(installed, n))}
+    else:
+        bindir = work / "bin"
+        bindir.mkdir()
+        paths = sysconfig.get_paths()
+        launchers = write_launchers(str(bindir), python, [str(REPO / "hook"), paths["purelib"], paths["platlib"]])
     shim, gpuhook = launchers["gpuhook-runtime"], launchers["gpuhook"]
     hosts = {n: build_host(str(work / f"host{n}"), HostSpec(nvidia=n, amd=n)) for n in sorted({8, *scale})}
     configs = {n: _config(work, f"config{n}", root) for n, root in hosts.items()}
@@ -269,7 +279,7 @@ def _variants(work: Path, scale: list[int], python: str, warm: str) -> tuple[lis
     add(BASELINE, ["runc"], {})
     add(PASS_THROUGH, [shim], {"GPUHOOK_CONFIG": str(configs[8]), "GPUHOOK_WARM_SOCKET": ""})
     pip_shim = Path(sys.executable).parent / "gpuhook-runtime"
-    if pip_shim.exists():
+    if pip_shim.exists() and not installed:
         add("gpuhook pass-through, pip's wrapper", [str(pip_shim)], {"GPUHOOK_CONFIG": str(configs[8])})
     if warm != "only":
         rows("", "", gpuhook)
@@ -284,12 +294,12 @@ def _variants(work: Path, scale: list[int], python: str, warm: str) -> tuple[lis
     return out, notes
 
 
-def _start_warm(work: Path, config: Path) -> None:
+def _start_warm(work: Path, config: Path, bindir: Path) -> None:
     """The warm helper on work/warm.sock, from the benchmark's launchers, with the 8-GPU host's config as a
     host's daemon has the host's (it binds amdsmi to that host's library ahead), until the benchmark ends
     (_cleanup stops it). Starts a daemon."""
     sock = work / "warm.sock"
-    daemon = subprocess.Popen([str(work / "bin" / "gpuhook"), "warm", "--socket", str(sock)],
+    daemon = subprocess.Popen([str(bindir / "gpuhook"), "warm", "--socket", str(sock)],
                               env={"PATH": os.environ["PATH"], "GPUHOOK_CONFIG": str(config)},
                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     (work / "warm.pid").write_text(str(daemon.pid))
@@ -359,7 +369,8 @@ def _report(variants: list[Variant], modes: tuple[str, ...], args: argparse.Name
     """The header, a table per mode (the cycle's followed by the targets), the log_file and scaling lines."""
     runc = subprocess.run(["runc", "--version"], capture_output=True, text=True, check=False).stdout.split("\n")[0]
     print(f"machine: {os.cpu_count()} CPUs, {platform.platform()}, Python {platform.python_version()}, {runc}")
-    print(f"gpuhook's interpreter: {args.python}; rounds: {args.rounds}, variants interleaved in shuffled order")
+    which = f"as installed in {args.installed}" if args.installed else f"from this checkout, interpreter {args.python}"
+    print(f"gpuhook {which}; rounds: {args.rounds}, variants interleaved in shuffled order")
     for note in notes:
         print(f"note: {note}")
     titles = {"cycle": "create, start, wait for init, delete (each call through the runtime)",
