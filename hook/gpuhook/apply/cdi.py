@@ -35,12 +35,13 @@ if TYPE_CHECKING:
 
 def build(vendor: Vendor, inv: VendorInventory, host_base: str, capabilities: frozenset[str], gpuhook_bin: str,
           config_path: str, target: str | None = None, hook_timeout: int = 30,
-          readers: tuple[Reader, ...] = ()) -> tuple[dict[str, Any], list[str]]:
+          readers: tuple[Reader, ...] = (), helper: str = "", ldconfig: str = "/sbin/ldconfig",
+          state_dir: str = "/run/gpuhook") -> tuple[dict[str, Any], list[str]]:
     """The CDI spec for one vendor and the warnings: fields dropped for the `target` version, else for the highest
     version all `readers` (the installed CDI consumers) parse, and readers that cannot parse the target."""
     if not inv.gpus:
         raise CdiError(f"the {vendor.LABEL} driver lists no GPUs under {host_base}: no CDI devices to describe")
-    ctx = CdiContext(host_base, gpuhook_bin, config_path, hook_timeout)
+    ctx = CdiContext(host_base, gpuhook_bin, config_path, hook_timeout, helper, ldconfig, state_dir)
     every = vendor.plan(inv, inv.gpus, capabilities, host_base)
     gpu_paths = {n.path for g in inv.gpus for n in g.nodes}
     shared = Edits.for_nodes(n for n in every.device_nodes if n.path not in gpu_paths)

@@ -15,6 +15,7 @@ from gpuhook.config import load
 from gpuhook.configfile import config_path
 from gpuhook.errors import CdiError
 from gpuhook.host.root import Root
+from gpuhook.proc import beside
 from gpuhook.request.container import CAPABILITIES
 from gpuhook.vendors.discover import discover, identified
 from gpuhook.vendors.registry import all_vendors
@@ -34,12 +35,15 @@ def generate(args: argparse.Namespace) -> int:
         raise CdiError(f"no {'GPU' if args.vendor == 'all' else args.vendor} driver under {config.host_root}")
     if args.output and len(wanted) > 1:
         raise CdiError("--output writes one spec: add --vendor nvidia or --vendor amd (or use --output-dir)")
-    gpuhook_bin = os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), "gpuhook")
+    here = os.path.dirname(os.path.abspath(sys.argv[0]))
+    gpuhook_bin = os.path.join(here, "gpuhook")
+    helper = beside(here, "gpuhook-createhook")  # the native linker-cache refresh, where built
     readers = installed_readers(args.engine)
     print(f"gpuhook cdi: {describe(readers)}", file=sys.stderr if args.output == "-" else sys.stdout)
     for vendor in wanted:
         spec, warnings = build(vendor, inventory.vendor(vendor.NAME), inventory.root, caps, gpuhook_bin,  # type: ignore[arg-type]
-                               config_path()[0], args.cdi_version, config.hook_timeout, readers)
+                               config_path()[0], args.cdi_version, config.hook_timeout, readers, helper,
+                               config.ldconfig, config.state_dir)
         text = to_yaml(spec) + "\n" if args.format == "yaml" else json.dumps(spec, indent=2) + "\n"
         path = args.output or os.path.join(args.output_dir, f"gpuhook-{vendor.NAME}.{args.format}")
         if args.if_changed and path != "-" and _holds(path, text):  # said when it was written

@@ -33,6 +33,22 @@ def test_nvidia_spec(fake_host: FakeHost) -> None:
     assert "--folder" in hook["args"] and common["env"] == ["NVIDIA_VISIBLE_DEVICES=void"]
 
 
+def test_the_linker_cache_hook_is_the_native_one_where_built(fake_host: FakeHost) -> None:
+    """With gpuhook-createhook installed, the spec's refresh is that one process, told to read the container's root
+    from the OCI state ("-"), the same mount point and ldconfig as the shim's, and the driver files bound back."""
+    host = fake_host(nvidia=1)
+    spec, _ = build(nvidia, discover(Root(host)).vendor("nvidia"), host, CAPS, "/opt/g/bin/gpuhook",  # type: ignore[arg-type]
+                    "/etc/gpuhook/config.toml", helper="/opt/g/bin/gpuhook-createhook", ldconfig="/usr/sbin/ldconfig",
+                    state_dir="/run/gh")
+    (hook,) = spec["containerEdits"]["hooks"]
+    assert hook["path"] == "/opt/g/bin/gpuhook-createhook" and hook["hookName"] == "createContainer"
+    assert hook["args"][:5] == ["gpuhook-createhook", "-", "--ldcache", "/run/gh/ldcache-root", "/usr/sbin/ldconfig"]
+    count = int(hook["args"][5])
+    pairs = hook["args"][6:6 + 2 * count]
+    assert count and all(p.endswith(".so.550.54.15") for p in pairs)  # each driver library, host and container side
+    assert hook["args"][6 + 2 * count:]  # the folders to list
+
+
 def test_amd_spec_needs_0_7_for_groups_and_an_older_target_drops_them(fake_host: FakeHost) -> None:
     host = fake_host(amd=2)
     inv = discover(Root(host)).vendor("amd")

@@ -19,6 +19,10 @@
  * (SRC on DST, each DST opened inside MOUNTPOINT with RESOLVE_IN_ROOT, so no image link leads a mount
  * elsewhere), and execs the host's ldconfig chrooted there with a fixed environment: whatever it writes
  * stays in the image's own filesystem. Errors: one line naming the path, exit 1.
+ *
+ * ROOT "-" (a CDI spec's hook, which cannot know the container's root): the root is read from the OCI state runc
+ * writes on stdin (its "bundle") and that bundle's config.json ("root": {"path"}, relative to the bundle or
+ * absolute), both read bounded and non-blocking, as regular files only; MOUNTPOINT is made (0700) where missing.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -33,9 +37,148 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#define MAX_STATE (1 << 20)  /* gpuhook.cli.hook.MAX_STATE */
+#define MAX_SPEC (16 << 20)  /* native/runtime.c's */
+
 static void die(const char *what, const char *path) {
     fprintf(stderr, "gpuhook-createhook: %s %s: %s\n", what, path, strerror(errno));
     exit(1);
+}
+
+/* --- the little JSON this needs: one string member of an object, by key --------------------------------------- */
+
+static const char *skip_ws(const char *p, const char *end) {
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
+    return p;
+}
+
+/* past the string starting at p (on its opening quote); NULL if it does not end */
+static const char *skip_string(const char *p, const char *end) {
+    for (p++; p < end; p++) {
+        if (*p == '\\') { p++; continue; }
+        if (*p == '"') return p + 1;
+    }
+    return NULL;
+}
+
+/* past the value starting at p: a string, or anything else up to the end of its brackets */
+static const char *skip_value(const char *p, const char *end) {
+    if (p < end && *p == '"') return skip_string(p, end);
+    int depth = 0;
+    while (p < end) {
+        if (*p == '"') { p = skip_string(p, end); if (!p) return NULL; continue; }
+        if (*p == '{' || *p == '[') depth++;
+        else if (*p == '}' || *p == ']') { if (depth == 0) return p; if (--depth == 0) return p + 1; }
+        else if (depth == 0 && *p == ',') return p;
+        p++;
+    }
+    return depth == 0 ? p : NULL;
+}
+
+/* The value of member `key` of the object at [p, end): its start (NULL where absent or not an object). Keys
+ * with escapes never match (none of the two this looks for has one). */
+static const char *member(const char *p, const char *end, const char *key) {
+    p = skip_ws(p, end);
+    if (p >= end || *p != '{') return NULL;
+    p++;
+    size_t klen = strlen(key);
+    for (;;) {
+        p = skip_ws(p, end);
+        if (p >= end || *p != '"') return NULL;
+        const char *k = p + 1, *after = skip_string(p, end);
+        if (!after) return NULL;
+        int match = (size_t)(after - 1 - k) == klen && memcmp(k, key, klen) == 0;
+        p = skip_ws(after, end);
+        if (p >= end || *p != ':') return NULL;
+        p = skip_ws(p + 1, end);
+        if (match) return p;
+        p = skip_value(p, end);
+        if (!p) return NULL;
+        p = skip_ws(p, end);
+        if (p < end && *p == ',') { p++; continue; }
+        return NULL;
+    }
+}
+
+/* The string value at p, unescaped into out (\" \\ \/ and the control escapes; \u refused); 0 or -1. */
+static int string_at(const char *p, const char *end, char *out, size_t size) {
+    if (!p || p >= end || *p != '"') return -1;
+    size_t n = 0;
+    for (p++; p < end && *p != '"'; p++) {
+        char c = *p;
+        if (c == '\\') {
+            if (++p >= end) return -1;
+            switch (*p) {
+            case '"': case '\\': case '/': c = *p; break;
+            case 'n': c = '\n'; break;
+            case 't': c = '\t'; break;
+            case 'r': c = '\r'; break;
+            case 'b': c = '\b'; break;
+            case 'f': c = '\f'; break;
+            default: return -1;
+            }
+        }
+        if (c == 0 || n + 1 >= size) return -1;
+        out[n++] = c;
+    }
+    if (p >= end) return -1;
+    out[n] = 0;
+    return 0;
+}
+
+/* A regular file's whole content (at most max bytes), read without blocking on a FIFO; NULL on failure. */
+static char *read_file(int fd, const char *what, size_t max, size_t *len) {
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) die("cannot read", what);
+    if (!S_ISREG(st.st_mode) || (size_t)st.st_size > max) { errno = EINVAL; die("not a regular file of a sane size:", what); }
+    char *buf = malloc((size_t)st.st_size + 1);
+    if (!buf) die("out of memory for", what);
+    size_t got = 0;
+    ssize_t r;
+    while (got < (size_t)st.st_size && (r = read(fd, buf + got, (size_t)st.st_size - got)) > 0) got += (size_t)r;
+    close(fd);
+    *len = got;
+    return buf;
+}
+
+/* The container's root from the OCI state on stdin and its bundle's config.json, into `out`. */
+static void root_from_state(char *out, size_t size) {
+    static char state[MAX_STATE];
+    size_t len = 0;
+    ssize_t r;
+    while (len < sizeof state && (r = read(0, state + len, sizeof state - len)) != 0) {
+        if (r < 0) { if (errno == EINTR) continue; die("cannot read the OCI state from", "stdin"); }
+        len += (size_t)r;
+    }
+    char bundle[4096], path[4096], spec_path[4200];
+    if (string_at(member(state, state + len, "bundle"), state + len, bundle, sizeof bundle) != 0 || bundle[0] != '/') {
+        errno = EINVAL;
+        die("the OCI state on stdin has no absolute bundle:", "stdin");
+    }
+    snprintf(spec_path, sizeof spec_path, "%s/config.json", bundle);
+    size_t slen;
+    char *spec = read_file(open(spec_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW), spec_path, MAX_SPEC, &slen);
+    const char *root = member(spec, spec + slen, "root");
+    if (string_at(root ? member(root, spec + slen, "path") : NULL, spec + slen, path, sizeof path) != 0 || !path[0]) {
+        errno = EINVAL;
+        die("no root.path gpuhook can read in", spec_path);
+    }
+    free(spec);
+    if ((size_t)snprintf(out, size, path[0] == '/' ? "%s" : "%s/%s", path[0] == '/' ? path : bundle, path) >= size) {
+        errno = ENAMETOOLONG;
+        die("the container root is too long:", path);
+    }
+}
+
+/* MOUNTPOINT and its parent (state_dir), root's and 0700, where missing (a CDI hook after a reboot). */
+static void make_mountpoint(const char *mnt) {
+    char parent[4096];
+    const char *slash = strrchr(mnt, '/');
+    if (slash && slash != mnt && (size_t)(slash - mnt) < sizeof parent) {
+        snprintf(parent, sizeof parent, "%.*s", (int)(slash - mnt), mnt);
+        if (mkdir(parent, 0700) != 0 && errno != EEXIST) die("cannot make", parent);
+    }
+    if (mkdir(mnt, 0700) != 0 && errno != EEXIST) die("cannot make", mnt);
 }
 
 static int open_in_root(int root, const char *path, int flags) {
@@ -89,6 +232,7 @@ static void ldcache(const char *rootpath, int argc, char **argv, int i) {
         fprintf(stderr, "gpuhook-createhook: bad mount count %s\n", argv[i + 2]);
         exit(2);
     }
+    make_mountpoint(mnt);
     if (unshare(CLONE_NEWNS) != 0) die("cannot unshare the mount namespace for", rootpath);
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) die("cannot make private", "/");
     if (mount(rootpath, mnt, NULL, MS_BIND, NULL) != 0) die("cannot bind the container root on", mnt);
@@ -124,7 +268,12 @@ int main(int argc, char **argv) {
                         "[SRC DST]... DIR...]\n");
         return 2;
     }
+    static char from_state[4096];
     const char *rootpath = argv[1];
+    if (strcmp(rootpath, "-") == 0) {
+        root_from_state(from_state, sizeof from_state);
+        rootpath = from_state;
+    }
     int i = 2, root = -1;
     while (i < argc && strcmp(argv[i], "--proc") == 0) {
         if (i + 2 >= argc) { fprintf(stderr, "gpuhook-createhook: --proc needs SRC TARGET\n"); return 2; }
