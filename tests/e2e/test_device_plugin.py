@@ -101,8 +101,11 @@ def test_preferred_allocation_keeps_one_numa_node_and_allocate_writes_records(no
     assert rec is not None and (rec.gpus, rec.shared, rec.resource) == ((gpu1,), True, "nvidia.com/gpu")
     assert allocations.load(node.state, first).gpus == (gpu0,)  # type: ignore[union-attr]
     again = nvidia.allocate([ids[0]]).container_responses[0].annotations["gpuhook.dev/allocation"]
-    assert allocations.load(node.state, first) is None  # the kubelet gave the share anew: superseded
-    assert allocations.load(node.state, again) is not None
+    assert allocations.load(node.state, first) is not None  # unclaimed: it may be a pod's init container's
+    allocations.claim(node.state, again, "pod-b/main", "c-b", time.time())
+    latest = nvidia.allocate([ids[0]]).container_responses[0].annotations["gpuhook.dev/allocation"]
+    assert allocations.load(node.state, again) is None  # claimed, then the kubelet gave the share anew: superseded
+    assert allocations.load(node.state, latest) is not None
     nvidia.close()
 
 

@@ -4,8 +4,8 @@ random 128-bit name the kubelet passes to the container as gpuhook.dev/allocatio
 
 A record is claimed by the first container that presents it, for its pod and container name: a restart of that
 container (same pod, same name) may present it again; any other container is refused. An unclaimed record
-expires; a record the kubelet superseded (it allocated the same devices anew, so the old pod is gone) is
-removed by the plugin.
+expires; a claimed record the kubelet superseded (it allocated the same devices anew, so the container that
+claimed it is gone) is removed by the plugin.
 """
 
 from __future__ import annotations
@@ -63,10 +63,15 @@ def remove(state_dir: str, alloc_id: str) -> None:
 
 
 def supersede(state_dir: str, devices: Iterable[str], keep: str = "") -> list[str]:
-    """Remove the records (but `keep`) that hold any of `devices`: the kubelet allocated them anew, so the pods
-    those records were for are gone. Returns the removed ids. Reads and deletes files."""
+    """Remove the claimed records (but `keep`) that hold any of `devices`: the kubelet allocated them anew, so the
+    containers that claimed them are gone, and none of them may present its record again. An unclaimed record
+    stays until it expires: at a pod's admission the kubelet allocates the same devices to its init container and
+    then to its app container, before either runs (devices of init containers are reused), and both must start;
+    an unclaimed record of a pod that never started serves nobody (only that pod's containers know its id).
+    Returns the removed ids. Reads and deletes files."""
     wanted = set(devices)
-    gone = [r.id for r in all_records(state_dir) if r.id != keep and wanted.intersection(r.devices)]
+    gone = [r.id for r in all_records(state_dir)
+            if r.id != keep and r.claimed_by and wanted.intersection(r.devices)]
     for alloc_id in gone:
         remove(state_dir, alloc_id)
     return gone

@@ -167,18 +167,27 @@ def test_claim_at_the_deadline_allowed(state: str) -> None:
     assert allocations.claim(state, _id(1), "p/c", "c1", 3700.0).claimed_by == "p/c"
 
 
-def test_supersede_removes_records_sharing_a_device(state: str) -> None:
-    allocations.save(state, _rec(1, (f"{U0}::0", f"{U0}::1")))
-    allocations.save(state, _rec(2, (f"{U1}::0",)))
+def test_supersede_removes_claimed_records_sharing_a_device(state: str) -> None:
+    allocations.save(state, _rec(1, (f"{U0}::0", f"{U0}::1"), claimed_by="p/a"))
+    allocations.save(state, _rec(2, (f"{U1}::0",), claimed_by="p/b"))
     allocations.save(state, _rec(3, (f"{U0}::1",), claimed_by="p/c"))
     allocations.save(state, _rec(4, (f"{U0}::1", f"{U1}::1")))
     assert allocations.supersede(state, [f"{U0}::1"], keep=_id(4)) == [_id(1), _id(3)]
     assert [r.id for r in allocations.all_records(state)] == [_id(2), _id(4)]
 
 
+def test_an_unclaimed_record_is_never_superseded(state: str) -> None:
+    """The kubelet's admission of a pod whose init and app containers both ask for the device: two Allocate calls
+    with it before either container runs. Both records must stay, or the first container is refused."""
+    allocations.save(state, _rec(1, (U0,)))  # the init container's, not presented yet
+    allocations.save(state, _rec(2, (U0,)))  # the app container's
+    assert allocations.supersede(state, [U0], keep=_id(2)) == []
+    assert [r.id for r in allocations.all_records(state)] == [_id(1), _id(2)]
+
+
 def test_supersede_without_keep_and_without_match(state: str) -> None:
-    allocations.save(state, _rec(1, (U0,)))
-    allocations.save(state, _rec(2, (U1,)))
+    allocations.save(state, _rec(1, (U0,), claimed_by="p/a"))
+    allocations.save(state, _rec(2, (U1,), claimed_by="p/b"))
     assert allocations.supersede(state, ["GPU-other"]) == []
     assert allocations.supersede(state, [U1]) == [_id(2)]
     assert [r.id for r in allocations.all_records(state)] == [_id(1)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import stat
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -108,14 +109,28 @@ def test_allocate_with_env_only_still_writes_the_record(tmp_path: Path) -> None:
     assert [r.gpus for r in allocations.all_records(p.state)] == [(U[0],)]
 
 
-def test_second_allocate_of_a_device_supersedes(plugin: Plugin) -> None:
+def test_second_allocate_of_a_claimed_device_supersedes(plugin: Plugin) -> None:
     (first,) = plugin.allocate([U[0], U[1]])
     (other,) = plugin.allocate([U[2]])
+    old, kept = (a.annotations[KEY] for a in (first, other))
+    allocations.claim(plugin.state, old, "pod-a/main", "c1", time.time())  # its container started, then ended
     (second,) = plugin.allocate([U[1]])
-    old, kept, new = (a.annotations[KEY] for a in (first, other, second))
+    new = second.annotations[KEY]
     assert allocations.load(plugin.state, old) is None
     assert {r.id for r in allocations.all_records(plugin.state)} == {kept, new}
     assert f"nvidia.com/gpu: allocation {old} superseded (the kubelet gave its devices anew)" in plugin.said
+
+
+def test_init_and_app_containers_of_one_pod_both_keep_their_allocation(plugin: Plugin) -> None:
+    """What a real kubelet does at a pod's admission when its init container and its app container both ask for
+    one GPU: Allocate for each, with the same device, before either runs. Each then claims its own record."""
+    (init,) = plugin.allocate([U[0]])
+    (app,) = plugin.allocate([U[0]])
+    now = time.time()
+    first = allocations.claim(plugin.state, init.annotations[KEY], "pod-a/init", "c-init", now)
+    second = allocations.claim(plugin.state, app.annotations[KEY], "pod-a/main", "c-main", now)
+    assert first.gpus == second.gpus == (U[0],)
+    assert not any("superseded" in line for line in plugin.said)
 
 
 def test_one_request_for_two_containers(plugin: Plugin) -> None:
