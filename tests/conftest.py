@@ -38,7 +38,8 @@ def fake_host(tmp_path: Path) -> FakeHost:
 
 _TIERS = {"unit": "unit tests (pure, fake hosts)", "e2e": "end-to-end tests (real runc, crun, dockerd, containerd, "
           "Podman, Prometheus)", "installed": "the installed product (install.sh, --no-native, the warm helper, "
-          "the .deb; a first run builds the single binary)"}
+          "the .deb; a first run builds the single binary)", "cluster": "a real Kubernetes node (a kubelet built from "
+          "tools/components' modules, once per machine; containerd, gpuhook's device plugin)"}
 _tier = {"now": "", "started": 0.0}
 
 

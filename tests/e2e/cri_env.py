@@ -305,9 +305,10 @@ def _ctr(socket: str, *args: str, timeout: float = 60) -> subprocess.CompletedPr
 
 @contextlib.contextmanager
 def start(d: Path, base_rootfs: str, shim: str, gpuhook: str, host_spec: HostSpec | None = None,
-          ready_timeout: float = 30.0, gpuhook_extra: str = "") -> Iterator[CriEnv]:
+          ready_timeout: float = 30.0, gpuhook_extra: str = "", default_gpuhook: bool = False) -> Iterator[CriEnv]:
     """containerd with CRI in `d`, the gpuhook runtime registered for `shim` (gpuhook-runtime) and `gpuhook`
-    (the hook binary), both images imported; yields a CriEnv; stops everything on the way out."""
+    (the hook binary; containerd's default runtime if `default_gpuhook`), both images imported; yields a CriEnv;
+    stops everything on the way out."""
     d.mkdir(parents=True, exist_ok=True)
     socket = str(d / "containerd.sock")
     cni = d / "cni"
@@ -319,7 +320,8 @@ def start(d: Path, base_rootfs: str, shim: str, gpuhook: str, host_spec: HostSpe
     gpuhook_config.write_text(f'host_root = "{host_root}"\nstate_dir = "{d}/gpuhook-state"\n'
                               f'log_file = "{gpuhook_log}"\n' + gpuhook_extra)
     text = containerd_engine.edit(base_config(d, socket, cni),
-                                  Wanted(shim=shim, gpuhook=gpuhook, config=str(gpuhook_config)))
+                                  Wanted(shim=shim, gpuhook=gpuhook, config=str(gpuhook_config),
+                                         set_default=default_gpuhook))
     (d / "containerd.toml").write_text(text)
 
     images = d / "images"

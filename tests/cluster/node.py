@@ -1,0 +1,158 @@
+"""A real kubelet (built from the pinned module set, tools/components) on a throwaway containerd with gpuhook as its
+default runtime and gpuhook's device plugin registered with it, on a simulated host. Standalone: its pods are
+static pods from a manifest directory, admitted by the kubelet's own device manager (the order of its Allocate
+calls is the real one). Everything private to one directory; `node()` stops all of it on the way out."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.e2e import cri_env
+
+REPO = Path(__file__).resolve().parents[2]
+KUBELET_DIR = "/var/lib/kubelet"
+CLUSTER = '[policy]\nrequests = "allocated"\n[kubernetes]\nhealth_interval = 0.5\n'
+
+
+def components() -> Path:
+    """The directory holding the components, built once per machine (tools/components/build.sh)."""
+    done = subprocess.run(["bash", str(REPO / "tools/components/build.sh")], capture_output=True, text=True,
+                          check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"tools/components/build.sh failed: {done.stderr.strip()[-2000:]}")
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+@dataclass
+class Node:
+    d: Path
+    env: cri_env.CriEnv
+    manifests: Path
+    kubelet_log: Path
+    plugin_log: Path
+
+    def pod(self, name: str, spec: dict[str, Any]) -> None:
+        """A static pod: the kubelet picks the manifest up and runs it."""
+        manifest = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+                    "spec": {"restartPolicy": "Never", "hostNetwork": True, **spec}}  # no CNI on this node
+        tmp = self.manifests / f".{name}.json"
+        tmp.write_text(json.dumps(manifest))
+        os.replace(tmp, self.manifests / f"{name}.json")
+
+    def remove_pod(self, name: str) -> None:
+        (self.manifests / f"{name}.json").unlink(missing_ok=True)
+
+    def containers(self) -> list[Any]:
+        """Every container containerd's CRI lists (crictl ps -a's view, over gRPC)."""
+        return self.env.client.list_containers()
+
+
+KUBELET_CONFIG = """apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+staticPodPath: {manifests}
+containerRuntimeEndpoint: unix://{socket}
+failCgroupV1: false
+failSwapOn: false
+cgroupDriver: cgroupfs
+cgroupRoot: /
+cgroupsPerQOS: true
+enableServer: false
+readOnlyPort: 0
+healthzPort: 0
+podLogsDir: {logs}
+fileCheckFrequency: 1s
+syncFrequency: 2s
+evictionHard: {{}}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+resolvConf: ""
+authentication:
+  anonymous: {{enabled: true}}
+  webhook: {{enabled: false}}
+authorization: {{mode: AlwaysAllow}}
+"""
+
+
+@contextlib.contextmanager
+def node(d: Path, base_rootfs: str, shim: str, gpuhook: str) -> Iterator[Node]:
+    kubelet = components() / "kubelet"
+    with cri_env.start(d, base_rootfs, shim, gpuhook, gpuhook_extra=CLUSTER, default_gpuhook=True) as env:
+        root = d / "kubelet"
+        manifests = d / "manifests"
+        for sub in (root / "device-plugins", manifests, d / "pod-logs"):
+            sub.mkdir(parents=True, exist_ok=True)
+        config = d / "kubelet.yaml"
+        config.write_text(KUBELET_CONFIG.format(manifests=manifests, socket=env.socket, logs=d / "pod-logs"))
+        plugin_log, kubelet_log = d / "device-plugin.log", d / "kubelet.log"
+        genv = {**os.environ, "GPUHOOK_CONFIG": env.gpuhook_config}
+        made = not os.path.isdir(KUBELET_DIR)
+        os.makedirs(KUBELET_DIR, exist_ok=True)
+        # The kubelet's device plugin socket is /var/lib/kubelet/device-plugins whatever --root-dir says: a tmpfs
+        # over it in a mount namespace of the kubelet's own, which the plugin joins, keeps the host's untouched.
+        private = (f"mount -t tmpfs -o mode=0700 tmpfs {KUBELET_DIR} && mkdir {KUBELET_DIR}/device-plugins && "
+                   f'exec "$@"')
+        with open(plugin_log, "w") as plog, open(kubelet_log, "w") as klog:
+            kproc = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c", private, "kubelet",
+                                      str(kubelet), "--config", str(config), "--root-dir", str(root),
+                                      "--cert-dir", str(d / "pki"), "--hostname-override", "gpuhook-node", "--v", "2"],
+                                     stdout=klog, stderr=subprocess.STDOUT, start_new_session=True)
+            _wait_for(lambda: "Creating device plugin registration server" in kubelet_log.read_text(), 30,
+                      lambda: f"the kubelet did not start: {kubelet_log.read_text()[-2000:]}")
+            pproc = subprocess.Popen(["nsenter", "-t", str(kproc.pid), "-m", "--", gpuhook, "device-plugin",
+                                      "--kubelet-dir", f"{KUBELET_DIR}/device-plugins"], env=genv,
+                                     stdout=plog, stderr=subprocess.STDOUT, start_new_session=True)
+            try:
+                yield Node(d, env, manifests, kubelet_log, plugin_log)
+            finally:
+                for f in manifests.iterdir():
+                    f.unlink()
+                _stop_pods(env)
+                for proc in (pproc, kproc):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(proc.pid, signal.SIGTERM)
+                    try:
+                        proc.wait(15)
+                    except subprocess.TimeoutExpired:
+                        os.killpg(proc.pid, signal.SIGKILL)
+                        proc.wait()
+                _remove_kubepods()
+                if made:
+                    with contextlib.suppress(OSError):
+                        os.rmdir(KUBELET_DIR)
+
+
+def _wait_for(ready: Any, timeout: float, why: Any) -> None:
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if time.monotonic() > deadline:
+            raise RuntimeError(why())
+        time.sleep(0.2)
+
+
+def _stop_pods(env: cri_env.CriEnv, timeout: float = 30) -> None:
+    """Wait for the kubelet to end the static pods it ran (their manifests are gone)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and env.client.list_pod_sandboxes():
+        time.sleep(0.5)
+
+
+def _remove_kubepods() -> None:
+    """The kubelet's cgroups (kubepods and its QoS children), empty once its pods are gone."""
+    for hierarchy in Path("/sys/fs/cgroup").iterdir():
+        top = hierarchy / "kubepods"
+        if top.is_dir():
+            for d in sorted(top.rglob("*"), key=lambda p: -len(p.parts)):
+                if d.is_dir():
+                    with contextlib.suppress(OSError):
+                        d.rmdir()
+            with contextlib.suppress(OSError):
+                top.rmdir()

@@ -1,0 +1,7 @@
+//go:build tools
+
+package tools
+
+import (
+	_ "k8s.io/kubernetes/pkg/kubelet"
+)
