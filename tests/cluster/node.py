@@ -40,9 +40,10 @@ class Node:
     kubelet_log: Path
     plugin_log: Path
 
-    def pod(self, name: str, spec: dict[str, Any]) -> None:
+    def pod(self, name: str, spec: dict[str, Any], annotations: dict[str, str] | None = None) -> None:
         """A static pod: the kubelet picks the manifest up and runs it."""
-        manifest = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+        manifest = {"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": name, "namespace": "default", "annotations": annotations or {}},
                     "spec": {"restartPolicy": "Never", "hostNetwork": True, **spec}}  # no CNI on this node
         tmp = self.manifests / f".{name}.json"
         tmp.write_text(json.dumps(manifest))

@@ -68,3 +68,21 @@ def test_two_pods_asking_one_gpu_each_get_different_ones(kubelet: Node) -> None:
     finally:
         for pod in ("one", "two"):
             kubelet.remove_pod(pod)
+
+
+def test_a_pod_authors_own_gpu_request_is_refused_with_one_line_the_kubelet_reports(kubelet: Node) -> None:
+    """On a cluster only the kubelet grants GPUs: a pod's own gpuhook.dev/gpus=all (no resources asked) never
+    starts, and the kubelet's log carries gpuhook's one line on why."""
+    kubelet.pod("own", {"containers": [{"name": "main", "image": IMAGE, "imagePullPolicy": "Never",
+                                        "command": ["sh", "-c", SEE]}]}, annotations={"gpuhook.dev/gpus": "all"})
+    try:
+        deadline = time.monotonic() + 60
+        while "on this node only the kubelet grants GPUs" not in kubelet.kubelet_log.read_text():
+            assert time.monotonic() < deadline, kubelet.kubelet_log.read_text()[-4000:]
+            time.sleep(0.5)
+        mine = [c for c in kubelet.containers() if c.labels.get("io.kubernetes.pod.name", "").startswith("own")]
+        assert all(c.state != 1 for c in mine), mine  # never running: the runtime refused its start (StartError)
+        printed = [f.read_text() for f in (kubelet.d / "pod-logs").glob("default_own-gpuhook-node_*/main/*.log")]
+        assert not any(printed), printed  # its process never ran
+    finally:
+        kubelet.remove_pod("own")
