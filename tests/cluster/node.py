@@ -39,6 +39,19 @@ class Node:
     manifests: Path
     kubelet_log: Path
     plugin_log: Path
+    kubelet_argv: list[str]
+    procs: dict[str, subprocess.Popen[bytes]]
+
+    def restart_kubelet(self) -> None:
+        """Stop the kubelet (SIGTERM) and start it again in the same mount namespace, as systemd restarts it:
+        it removes the plugins' sockets, and each plugin must notice and register again."""
+        old = self.procs["kubelet"]
+        os.killpg(old.pid, signal.SIGTERM)
+        old.wait(15)
+        with open(self.kubelet_log, "ab") as log:
+            self.procs["kubelet"] = subprocess.Popen(
+                ["nsenter", "-t", str(self.procs["plugin"].pid), "-m", "--", *self.kubelet_argv],
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def pod(self, name: str, spec: dict[str, Any], annotations: dict[str, str] | None = None) -> None:
         """A static pod: the kubelet picks the manifest up and runs it."""
@@ -102,22 +115,23 @@ def node(d: Path, base_rootfs: str, shim: str, gpuhook: str) -> Iterator[Node]:
         private = (f"mount -t tmpfs -o mode=0700 tmpfs {KUBELET_DIR} && mkdir {KUBELET_DIR}/device-plugins && "
                    f'exec "$@"')
         with open(plugin_log, "w") as plog, open(kubelet_log, "w") as klog:
+            argv = [str(kubelet), "--config", str(config), "--root-dir", str(root), "--cert-dir", str(d / "pki"),
+                    "--hostname-override", "gpuhook-node", "--v", "2"]
             kproc = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c", private, "kubelet",
-                                      str(kubelet), "--config", str(config), "--root-dir", str(root),
-                                      "--cert-dir", str(d / "pki"), "--hostname-override", "gpuhook-node", "--v", "2"],
-                                     stdout=klog, stderr=subprocess.STDOUT, start_new_session=True)
+                                      *argv], stdout=klog, stderr=subprocess.STDOUT, start_new_session=True)
             _wait_for(lambda: "Creating device plugin registration server" in kubelet_log.read_text(), 30,
                       lambda: f"the kubelet did not start: {kubelet_log.read_text()[-2000:]}")
             pproc = subprocess.Popen(["nsenter", "-t", str(kproc.pid), "-m", "--", gpuhook, "device-plugin",
                                       "--kubelet-dir", f"{KUBELET_DIR}/device-plugins"], env=genv,
                                      stdout=plog, stderr=subprocess.STDOUT, start_new_session=True)
+            procs = {"kubelet": kproc, "plugin": pproc}
             try:
-                yield Node(d, env, manifests, kubelet_log, plugin_log)
+                yield Node(d, env, manifests, kubelet_log, plugin_log, argv, procs)
             finally:
                 for f in manifests.iterdir():
                     f.unlink()
                 _stop_pods(env)
-                for proc in (pproc, kproc):
+                for proc in (procs["plugin"], procs["kubelet"]):
                     with contextlib.suppress(ProcessLookupError):
                         os.killpg(proc.pid, signal.SIGTERM)
                     try:
