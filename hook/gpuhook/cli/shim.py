@@ -119,22 +119,10 @@ def _maybe_inject(args: RuncArgs, table: dict[str, object], path: str, validated
     asks = any(m in data for m in _MARKERS) and any(m in data for m in markers())
     if not asks and not any(p.encode() in data for p in node_prefixes()):
         return
-    from gpuhook.apply import spec
-    from gpuhook.gpu_path import inject
-    from gpuhook.request.container import is_sandbox
+    from gpuhook.gpu_path.inject import edit_bundle
 
-    loaded = spec.load_spec(data, spec_path)
-    if is_sandbox(loaded.get("annotations") or {}):  # a pod's pause container: never GPUs, tuning or records
-        return
-    if not asks:  # GPU nodes without a request: --device, another device plugin
-        inject.register_device_container(loaded, args.container_id, table, path, validated, args.root, creator)
-        return
-    new, warnings = inject.edited_spec(loaded, args.bundle, args.container_id, table, path, validated, args.root,
-                                       creator)
-    for w in warnings:
+    for w in edit_bundle(data, args.bundle, args.container_id, table, path, validated, args.root, creator, asks):
         _say(f"gpuhook-runtime: warning: {w}")
-    if new is not None:
-        spec.write_atomic(spec_path, new)
 
 
 def _count_refusal(table: dict[str, object] | None, error: BaseException) -> None:

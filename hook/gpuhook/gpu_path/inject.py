@@ -158,6 +158,27 @@ def _users(state_dir: str, me: str) -> tuple[tuple[str, str], ...]:
                  if r.id != me)
 
 
+def edit_bundle(data: bytes, bundle: str, container_id: str, table: dict[str, Any], config_path: str,
+                validated: bool, runtime_root: str, creator: int, asks: bool) -> tuple[str, ...]:
+    """The shim's work on a bundle whose config.json (`data`) named GPUs: asked for (`asks`: config.json edited,
+    atomically) or only present as device nodes (--device, another device plugin: recorded); a pod's pause
+    container gets nothing. Warnings for the user. Reads the host, writes config.json and records."""
+    from gpuhook.apply import spec
+    from gpuhook.request.container import is_sandbox
+
+    spec_path = os.path.join(bundle, "config.json")
+    loaded = spec.load_spec(data, spec_path)
+    if is_sandbox(loaded.get("annotations") or {}):  # a pod's pause container: never GPUs, tuning or records
+        return ()
+    if not asks:  # GPU nodes without a request: --device, another device plugin
+        register_device_container(loaded, container_id, table, config_path, validated, runtime_root, creator)
+        return ()
+    new, warnings = edited_spec(loaded, bundle, container_id, table, config_path, validated, runtime_root, creator)
+    if new is not None:
+        spec.write_atomic(spec_path, new)
+    return warnings
+
+
 def edited_spec(spec: Spec, bundle: str, container_id: str, table: dict[str, Any], config_path: str,
                 validated: bool = False, runtime_root: str = "/run/runc",
                 creator: int = 0) -> tuple[Spec | None, tuple[str, ...]]:

@@ -1,0 +1,174 @@
+"""The hook's stages, as the OCI hook (cli/hook.py), Docker's --gpus hook and the warm workers run them:
+prestart (the container's GPUs given live, its record, then its tuning), update-ldcache (CDI's linker-cache
+refresh) and poststop (tuning released and restored). Each raises GpuhookError, OSError or ValueError; the
+command line turns them into its one line."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from gpuhook import logs
+from gpuhook.apply import containers
+from gpuhook.config import Config, load
+from gpuhook.configfile import remember_state
+from gpuhook.errors import GpuhookError, PolicyError, SpecError
+from gpuhook.host.processes import start_time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from gpuhook.apply.spec import Spec
+    from gpuhook.plan.prepare import Prepared
+
+
+def prestart(state: dict[str, object]) -> None:
+    """The container of OCI state `state` given what it asks for, live (in its namespaces), its record saved,
+    then its tuning applied. Reads the bundle and the host; mounts, writes state files, tunes GPUs."""
+    from gpuhook.apply.spec import read_spec
+    from gpuhook.gpu_path.inject import prepare, release_count_lock
+    from gpuhook.request.container import is_sandbox
+
+    bundle, pid = state.get("bundle"), state.get("pid")
+    if not isinstance(bundle, str) or not bundle or not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        raise SpecError("the OCI state on stdin lacks the bundle or the container's pid (or they are not a string "
+                        "and a number)")
+    spec = read_spec(bundle)
+    if is_sandbox(spec.get("annotations") or {}):  # a pod's pause container: never GPUs, tuning or records
+        return
+    config = load()
+    remember_state(config.path, config.state_dir)  # for the native hook's poststop (native/hook.c)
+    cid = str(state.get("id", ""))
+    log = logs.logger(config, cid, "hook")
+    try:
+        prepared = prepare(spec, bundle, config, log, container_id=cid)
+        if prepared is None:
+            return
+        if (prepared.settings or prepared.exclusive) and not _undone_at_poststop(spec):
+            asked = ", ".join(sorted({s.name for s in prepared.settings} | ({"exclusive"} if prepared.exclusive
+                                                                               else set())))
+            raise PolicyError(f"tuning ({asked}) needs gpuhook's poststop hook to be undone, and this container has "
+                              "none (Docker's --gpus hook is prestart only): run it with --runtime gpuhook, which "
+                              "adds it, or register gpuhook's hooks for both stages (gpuhook configure podman)")
+        _give(spec, bundle, config, cid, pid, prepared, log)
+    finally:
+        release_count_lock()
+
+
+def _undone_at_poststop(spec: Spec) -> bool:
+    """Whether the spec runs gpuhook at poststop (gpuhook or its native hook front end), which restores tuning."""
+    hooks = spec.get("hooks")
+    poststop = hooks.get("poststop") if isinstance(hooks, dict) else None
+    return any(isinstance(h, dict) and isinstance(h.get("path"), str)
+               and os.path.basename(h["path"]) in ("gpuhook", "gpuhook-hook")
+               for h in (poststop if isinstance(poststop, list) else ()))
+
+
+def _give(spec: Spec, bundle: str, config: Config, cid: str, pid: int, prepared: Prepared, log: Any) -> None:
+    """The prepared edits into the running container, its record, then its tuning. Enters its namespaces."""
+    from gpuhook.apply import live
+    from gpuhook.apply.spec import rootfs
+    from gpuhook.apply.spec_edits import lacking
+
+    warnings = list(prepared.warnings)
+    todo = lacking(prepared.edits, spec)
+    if todo.env:
+        warnings.append("a hook cannot change the container's environment (" + ", ".join(
+            e.split("=", 1)[0] for e in prepared.edits.env) + "): ROCm is mounted at /opt/rocm, where it is "
+                        "found by default; use gpuhook-runtime to have these set")
+    for w in warnings:
+        print(f"gpuhook hook: warning: {w}", file=sys.stderr)  # runc shows a hook's stderr only on failure
+        log.warning("hook", detail=w)
+    user = (spec.get("process") or {}).get("user") or {}
+    gids = {int(user.get("gid") or 0), *(int(g or 0) for g in user.get("additionalGids") or [])}  # null: 0 to runc
+    swap = live.apply(todo, pid, rootfs(spec, bundle), config.host_root, config.ldconfig, int(user.get("uid") or 0),
+                      gids, config.hook_timeout, config.state_dir, prepared.edits.mounts, spec)
+    if swap is not None:  # cgroup v2: the runtime's device filter replaced by gpuhook's
+        log.info("device filter", cgroup=swap.cgroup, old=list(swap.old), new=swap.new)
+    from gpuhook.request.container import pod_identity
+
+    pod, namespace, name = pod_identity(spec.get("annotations") or {})
+    record = containers.ContainerRecord(cid, prepared.drivers, "", pid, start_time(pid), prepared.gpus,
+                                        copies=tuple(o.source for o in prepared.edits.proc_overlays), pod=pod,
+                                        namespace=namespace, container=name)
+    by_shim = containers.recorded(config.state_dir, cid)  # then the shim prepared it, and counted it
+    containers.save(config.state_dir, record)
+    if not prepared.exclusive:  # an exclusive holder checks the records under the ledger's lock
+        from gpuhook.gpu_path.inject import recheck_leases
+
+        recheck_leases(config.state_dir, record)
+    if not by_shim:
+        from gpuhook.gpu_path.inject import count_prepared
+
+        count_prepared(config.state_dir, prepared)
+    log.info("applied live", devices=[n.path for n in todo.device_nodes], mounts=len(todo.mounts),
+             rules=len(todo.device_rules))
+    if prepared.settings or prepared.exclusive:
+        _tune(config, cid, pid, prepared, log)
+
+
+def _tune(config: Config, cid: str, pid: int, prepared: Prepared, log: Any) -> None:
+    """Leases and settings for this container, all or nothing (session.acquire rolls back on failure)."""
+    from gpuhook.host.root import Root
+    from gpuhook.tuning import session
+    from gpuhook.tuning.backends import BackendSet
+
+    def users(gpu: str) -> list[str]:
+        return [r.id for r in containers.live_records(config.state_dir) if gpu in r.gpus]
+
+    with BackendSet(Root(config.host_root)) as backends:  # a vendor's backend is made only if needed
+        session.acquire(config.state_dir, session.Holder(cid, pid, start_time(pid)), prepared.settings,
+                        prepared.exclusive, backends, users)
+    log.info("tuned", settings=[f"{s.gpu}:{s.name}={s.value}" for s in prepared.settings],
+             exclusive=list(prepared.exclusive))
+
+
+def update_ldcache(state: dict[str, object], folders: list[str], mounts: list[tuple[str, str]] | None) -> None:
+    """The Python twin of the native helper's refresh (shim mode without it, CDI's createContainer hook): the
+    host's ldconfig, chrooted into the container root alone with `mounts` bound back read-only, lists `folders`.
+    A CDI spec written before the mounts were named (`mounts` None) gets its driver files bound back: the spec's
+    bind mounts of regular files (a directory there may be a user's volume, which the refresh must not see)."""
+    from gpuhook.apply.linker_cache import refresh
+    from gpuhook.apply.spec import read_spec, rootfs
+
+    bundle = state.get("bundle")
+    if not isinstance(bundle, str) or not bundle:
+        raise SpecError("the OCI state on stdin lacks the bundle (or it is not a string)")
+    spec = read_spec(bundle)
+    config = load()
+    if mounts is None:
+        mounts = [(m["source"], m["destination"]) for m in spec.get("mounts") or []
+                  if isinstance(m.get("source"), str) and isinstance(m.get("destination"), str)
+                  and os.path.isfile(m["source"])]
+    refresh(rootfs(spec, bundle), config.ldconfig, tuple(folders), mounts, config.state_dir, config.hook_timeout)
+
+
+def poststop(state: dict[str, object]) -> int:
+    """Releases the container's tuning and leases. Never fails: a container's removal must not depend on
+    gpuhook; what cannot be restored now stays in the ledger for `gpuhook gc`."""
+    found = state.get("id")
+    cid = found if isinstance(found, str) else ""
+    try:
+        config = load()
+        remember_state(config.path, config.state_dir)
+        log = logs.logger(config, cid, "hook")
+        containers.drop_gone(config.state_dir, cid)
+        problems = _untune(config, cid)
+        for p in problems:
+            log.error("restore failed", detail=p)
+        log.info("poststop", problems=len(problems))
+    except (GpuhookError, OSError, ValueError, TypeError, KeyError) as e:  # whatever it was given: exit 0
+        print(f"gpuhook hook: poststop: {e} (left for gpuhook gc)", file=sys.stderr)
+    return 0
+
+
+def _untune(config: Config, cid: str) -> list[str]:
+    if not os.path.exists(os.path.join(config.state_dir, "ledger.json")):
+        return []
+    from gpuhook.host.root import Root
+    from gpuhook.tuning import session
+    from gpuhook.tuning.backends import BackendSet
+
+    with BackendSet(Root(config.host_root)) as backends:  # a vendor's backend is made only if needed
+        return session.release(config.state_dir, cid, backends, only_gone=True)
