@@ -4,7 +4,7 @@ Three kinds of keys:
 - gpuhook's own, unprefixed (`gpuhook-nvidia.count`, ...): NFD publishes them as feature.node.kubernetes.io/<key>;
 - each vendor's labeller's names with their prefix (`nvidia.com/gpu.product` as GPU Feature Discovery writes
   it, `amd.com/gpu.family` as AMD's node labeller does), which NFD >= 0.13 publishes as they are, so that
-  nodeSelectors written for those tools keep working (vendors/nvidia_labels.py, vendors/amd_labels.py);
+  nodeSelectors written for those tools keep working (vendors/nvidia/node_labels.py, vendors/amd/node_labels.py);
 - `gpuhook.feature.node.kubernetes.io/accelerator=<vendor>`, the vendor with the most GPUs (the first in
   registry order on a tie), and `.../accelerator.<vendor>=true` for each vendor with GPUs.
 A key or value Kubernetes would refuse is left out, never written broken (NFD would drop it anyway).

@@ -143,7 +143,7 @@ def telemetry(root: Root, inv: VendorInventory) -> Source:
 
 
 def labels(inv: VendorInventory, root: Root, replicas: int, strategy: str = "none") -> dict[str, str]:
-    """ROCm release, in-tree, gfx targets and the node labeller's amd.com/ labels (amd_labels.py). Reads sysfs."""
+    """ROCm release, in-tree, gfx targets and the node labeller's amd.com/ labels (node_labels.py). Reads sysfs."""
     from gpuhook.vendors.amd import node_labels as amd_labels
     from gpuhook.vendors.amd import partitions as amd_partitions
 

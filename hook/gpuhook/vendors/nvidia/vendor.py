@@ -171,7 +171,7 @@ def _nvml_library(inv: VendorInventory | None) -> str | None:
 
 
 def labels(inv: VendorInventory, root: Root, replicas: int, strategy: str = "none") -> dict[str, str]:
-    """The driver's CUDA version and GFD's nvidia.com/ labels, MIG's too (nvidia_labels.py). Loads libcuda, NVML."""
+    """The driver's CUDA version and GFD's nvidia.com/ labels, MIG's too (node_labels.py). Loads libcuda, NVML."""
     from gpuhook.vendors.nvidia import node_labels as nvidia_labels
 
     return nvidia_labels.labels(inv, root, replicas, strategy)
