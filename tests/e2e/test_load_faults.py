@@ -134,7 +134,10 @@ class Killer(threading.Thread):
 
     def _mine(self, pid: int, pattern: str) -> bool:
         if pattern == "gpuhook warm":
-            return self.daemon is not None and os.getpgid(pid) == self.daemon.proc.pid
+            try:
+                return self.daemon is not None and os.getpgid(pid) == self.daemon.proc.pid
+            except ProcessLookupError:  # it ended since /proc was listed
+                return False
         return _ours(pid, self.mark)
 
 
