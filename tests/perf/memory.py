@@ -106,32 +106,29 @@ def _status(pid: int, field: str) -> str:
     return "?"
 
 
+def _children(daemon: int) -> list[str]:
+    return Path(f"/proc/{daemon}/task/{daemon}/children").read_text().split()
+
+
+def _rollup_kib(pid: str, fields: tuple[str, ...]) -> int | None:
+    """The sum of `fields` (e.g. "Pss:") of the process's smaps_rollup, in KiB; None once it has ended."""
+    try:
+        rollup = Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()
+    except OSError:
+        return None  # it took a call and ended meanwhile
+    return sum(int(ln.split()[1]) for ln in rollup if ln.startswith(fields))
+
+
 def _private_of_spares(daemon: int) -> str:
     """The private memory of the daemon's waiting workers (what each costs the host while it waits)."""
-    children = Path(f"/proc/{daemon}/task/{daemon}/children").read_text().split()
-    sizes = []
-    for pid in children:
-        try:
-            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()
-        except OSError:
-            continue  # it took a call and ended meanwhile
-        private = sum(int(ln.split()[1]) for ln in rollup if ln.startswith(("Private_Clean:", "Private_Dirty:")))
-        sizes.append(f"{private / 1024:.1f} MiB")
-    return ", ".join(sizes) or "none"
+    sizes = [_rollup_kib(pid, ("Private_Clean:", "Private_Dirty:")) for pid in _children(daemon)]
+    return ", ".join(f"{k / 1024:.1f} MiB" for k in sizes if k is not None) or "none"
 
 
 def _pss_of_helper(daemon: int) -> int:
     """The proportional set size (KiB) of the daemon and its waiting workers together: what the helper costs the
     host, shared pages counted once."""
-    pids = [str(daemon), *Path(f"/proc/{daemon}/task/{daemon}/children").read_text().split()]
-    total = 0
-    for pid in pids:
-        try:
-            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()
-        except OSError:
-            continue
-        total += sum(int(ln.split()[1]) for ln in rollup if ln.startswith("Pss:"))
-    return total
+    return sum(k or 0 for k in (_rollup_kib(pid, ("Pss:",)) for pid in [str(daemon), *_children(daemon)]))
 
 
 if __name__ == "__main__":
