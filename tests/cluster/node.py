@@ -119,7 +119,7 @@ def node(d: Path, base_rootfs: str, shim: str, gpuhook: str) -> Iterator[Node]:
                     "--hostname-override", "gpuhook-node", "--v", "2"]
             kproc = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c", private, "kubelet",
                                       *argv], stdout=klog, stderr=subprocess.STDOUT, start_new_session=True)
-            _wait_for(lambda: "Creating device plugin registration server" in kubelet_log.read_text(), 30,
+            wait_for(lambda: "Creating device plugin registration server" in kubelet_log.read_text(), 30,
                       lambda: f"the kubelet did not start: {kubelet_log.read_text()[-2000:]}")
             pproc = subprocess.Popen(["nsenter", "-t", str(kproc.pid), "-m", "--", gpuhook, "device-plugin",
                                       "--kubelet-dir", f"{KUBELET_DIR}/device-plugins"], env=genv,
@@ -145,7 +145,8 @@ def node(d: Path, base_rootfs: str, shim: str, gpuhook: str) -> Iterator[Node]:
                         os.rmdir(KUBELET_DIR)
 
 
-def _wait_for(ready: Any, timeout: float, why: Any) -> None:
+def wait_for(ready: Any, timeout: float, why: Any) -> None:
+    """Until `ready()`; RuntimeError with `why()` after `timeout` seconds."""
     deadline = time.monotonic() + timeout
     while not ready():
         if time.monotonic() > deadline:

@@ -11,7 +11,7 @@ import pytest
 
 from tests.e2e import conftest
 
-from .node import Node, node
+from .node import Node, node, wait_for
 
 IMAGE = "gpuhook.test/base:1"
 SEE = "ls /dev | grep -E '^(nvidia[0-9]+|renderD[0-9]+)$' || true; ls /dev/dri 2>/dev/null | grep render || true"
@@ -20,10 +20,8 @@ SEE = "ls /dev | grep -E '^(nvidia[0-9]+|renderD[0-9]+)$' || true; ls /dev/dri 2
 @pytest.fixture(scope="module")
 def kubelet(tmp_path_factory: pytest.TempPathFactory, base_rootfs: str) -> Iterator[Node]:
     with node(tmp_path_factory.mktemp("node"), base_rootfs, conftest.SHIM, conftest.GPUHOOK) as n:
-        deadline = time.monotonic() + 60
-        while "nvidia.com/gpu: registered with the kubelet" not in n.plugin_log.read_text():
-            assert time.monotonic() < deadline, n.plugin_log.read_text() + n.kubelet_log.read_text()[-3000:]
-            time.sleep(0.2)
+        wait_for(lambda: "nvidia.com/gpu: registered with the kubelet" in n.plugin_log.read_text(), 60,
+                 lambda: n.plugin_log.read_text() + n.kubelet_log.read_text()[-3000:])
         yield n
 
 
@@ -76,10 +74,8 @@ def test_a_pod_authors_own_gpu_request_is_refused_with_one_line_the_kubelet_repo
     kubelet.pod("own", {"containers": [{"name": "main", "image": IMAGE, "imagePullPolicy": "Never",
                                         "command": ["sh", "-c", SEE]}]}, annotations={"gpuhook.dev/gpus": "all"})
     try:
-        deadline = time.monotonic() + 60
-        while "on this node only the kubelet grants GPUs" not in kubelet.kubelet_log.read_text():
-            assert time.monotonic() < deadline, kubelet.kubelet_log.read_text()[-4000:]
-            time.sleep(0.5)
+        wait_for(lambda: "on this node only the kubelet grants GPUs" in kubelet.kubelet_log.read_text(), 60,
+                 lambda: kubelet.kubelet_log.read_text()[-4000:])
         mine = [c for c in kubelet.containers() if c.labels.get("io.kubernetes.pod.name", "").startswith("own")]
         assert all(c.state != 1 for c in mine), mine  # never running: the runtime refused its start (StartError)
         printed = [f.read_text() for f in (kubelet.d / "pod-logs").glob("default_own-gpuhook-node_*/main/*.log")]
