@@ -67,3 +67,24 @@ def test_what_it_cannot_trust_is_one_line(tmp_path: Path, case: str) -> None:
     assert done.returncode == 1, done.stderr
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith("gpuhook-createhook: ") and "cannot open /" not in line, line
+
+
+def test_the_mount_point_is_made_as_the_python_refresh_makes_it(tmp_path: Path) -> None:
+    """After a reboot state_dir may be gone, several levels deep: made (0700), as os.makedirs would; a state_dir
+    others may write is refused, as apply/state_dir.check refuses it."""
+    bundle = _bundle(tmp_path, {"path": "rootfs"})
+    (bundle / "rootfs").mkdir()
+    state = json.dumps({"id": "x", "bundle": str(bundle)})
+    deep = tmp_path / "run" / "gpuhook" / "ldcache-root"
+    done = subprocess.run([_helper(), "-", "--ldcache", str(deep), "/bin/true", "0"], input=state,
+                          capture_output=True, text=True, timeout=10, check=False)
+    assert done.returncode == 0, done.stderr
+    assert deep.is_dir() and (deep.stat().st_mode & 0o777) == 0o700
+    open_dir = tmp_path / "open"
+    open_dir.mkdir(mode=0o777)
+    open_dir.chmod(0o777)
+    done = subprocess.run([_helper(), "-", "--ldcache", str(open_dir / "ldcache-root"), "/bin/true", "0"],
+                          input=state, capture_output=True, text=True, timeout=10, check=False)
+    assert done.returncode == 1
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("gpuhook-createhook: not a directory of root's alone") and str(open_dir) in line, line

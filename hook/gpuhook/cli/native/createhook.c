@@ -170,15 +170,32 @@ static void root_from_state(char *out, size_t size) {
     }
 }
 
-/* MOUNTPOINT and its parent (state_dir), root's and 0700, where missing (a CDI hook after a reboot). */
+/* MOUNTPOINT and every directory above it (state_dir), root's and 0700, where missing (a CDI hook after a reboot),
+ * as the Python refresh makes them (os.makedirs). */
 static void make_mountpoint(const char *mnt) {
-    char parent[4096];
-    const char *slash = strrchr(mnt, '/');
-    if (slash && slash != mnt && (size_t)(slash - mnt) < sizeof parent) {
-        snprintf(parent, sizeof parent, "%.*s", (int)(slash - mnt), mnt);
-        if (mkdir(parent, 0700) != 0 && errno != EEXIST) die("cannot make", parent);
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s", mnt) >= (int)sizeof path) { errno = ENAMETOOLONG; die("cannot make", mnt); }
+    for (char *p = path + 1;; p++) {
+        if (*p != '/' && *p != 0) continue;
+        char was = *p;
+        *p = 0;
+        if (mkdir(path, 0700) != 0 && errno != EEXIST) die("cannot make", path);
+        if (!was) break;
+        *p = was;
     }
-    if (mkdir(mnt, 0700) != 0 && errno != EEXIST) die("cannot make", mnt);
+    /* state_dir and the mount point must be root's alone (apply/state_dir.check): a directory others may write
+     * could be swapped for a link that carries the bind elsewhere */
+    char *slash = strrchr(path, '/');
+    for (int k = 0; k < 2; k++) {
+        struct stat st;
+        if (lstat(path, &st) != 0) die("cannot read", path);
+        if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 022)) {
+            errno = EPERM;
+            die("not a directory of root's alone (state_dir must be one):", path);
+        }
+        if (!slash || slash == path) break;
+        *slash = 0;  /* then its parent: state_dir */
+    }
 }
 
 static int open_in_root(int root, const char *path, int flags) {
