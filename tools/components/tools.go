@@ -1,7 +1,0 @@
-//go:build tools
-
-package tools
-
-import (
-	_ "k8s.io/kubernetes/pkg/kubelet"
-)
