@@ -11,4 +11,4 @@ from ..conftest import require_for_tier
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    require_for_tier(items, "cluster", ("go", "containerd", "ctr", "unshare", "nsenter", "runc", "cc"))
+    require_for_tier(items, "cluster", ("go", "containerd", "ctr", "unshare", "nsenter", "runc", "cc", "openssl"))

@@ -1,7 +1,9 @@
-"""A real kubelet (built from the pinned module set, tools/components) on a throwaway containerd with gpuhook as its
-default runtime and gpuhook's device plugin registered with it, on a simulated host. Standalone: its pods are
-static pods from a manifest directory, admitted by the kubelet's own device manager (the order of its Allocate
-calls is the real one). Everything private to one directory; `node()` stops all of it on the way out."""
+"""A real kubelet (built from the pinned module sets, tools/components) on a throwaway containerd (Debian's 1.6, or
+2.x built from modules) with gpuhook as its default runtime and gpuhook's device plugin registered with it, on a
+simulated host. Standalone (no `plane`): its pods are static pods from a manifest directory, admitted by the
+kubelet's own device manager (the order of its Allocate calls is the real one). With a control plane
+(control_plane.py) it registers its Node and runs what the scheduler binds to it; a CNI network makes its runtime's
+network ready. Everything private to one directory; `node()` stops all of it on the way out."""
 
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.e2e import cri_env
+
+from .control_plane import NODE, ControlPlane, stop
 
 REPO = Path(__file__).resolve().parents[2]
 KUBELET_DIR = "/var/lib/kubelet"
@@ -97,9 +101,11 @@ authorization: {{mode: AlwaysAllow}}
 
 
 @contextlib.contextmanager
-def node(d: Path, base_rootfs: str, shim: str, gpuhook: str) -> Iterator[Node]:
+def node(d: Path, base_rootfs: str, shim: str, gpuhook: str, plane: ControlPlane | None = None,
+         containerd: str = "containerd") -> Iterator[Node]:
     kubelet = components() / "kubelet"
-    with cri_env.start(d, base_rootfs, shim, gpuhook, gpuhook_extra=CLUSTER, default_gpuhook=True) as env:
+    with cri_env.start(d, base_rootfs, shim, gpuhook, gpuhook_extra=CLUSTER, default_gpuhook=True,
+                       containerd=containerd, network=plane is not None) as env:
         root = d / "kubelet"
         manifests = d / "manifests"
         for sub in (root / "device-plugins", manifests, d / "pod-logs"):
@@ -116,7 +122,9 @@ def node(d: Path, base_rootfs: str, shim: str, gpuhook: str) -> Iterator[Node]:
                    f'exec "$@"')
         with open(plugin_log, "w") as plog, open(kubelet_log, "w") as klog:
             argv = [str(kubelet), "--config", str(config), "--root-dir", str(root), "--cert-dir", str(d / "pki"),
-                    "--hostname-override", "gpuhook-node", "--v", "2"]
+                    "--hostname-override", NODE, "--v", "2"]
+            if plane is not None:
+                argv += ["--kubeconfig", str(plane.kubelet)]
             kproc = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c", private, "kubelet",
                                       *argv], stdout=klog, stderr=subprocess.STDOUT, start_new_session=True)
             wait_for(lambda: "Creating device plugin registration server" in kubelet_log.read_text(), 30,
@@ -128,17 +136,15 @@ def node(d: Path, base_rootfs: str, shim: str, gpuhook: str) -> Iterator[Node]:
             try:
                 yield Node(d, env, manifests, kubelet_log, plugin_log, argv, procs)
             finally:
+                if plane is not None:  # the API's pods first, while the kubelet is there to end them
+                    plane.kubectl("delete", "daemonsets,deployments,pods", "--all", "--all-namespaces",
+                                  "--wait", "--timeout", "60s", check=False, timeout=90)
                 for f in manifests.iterdir():
                     f.unlink()
-                _stop_pods(env)
+                if plane is None:  # a kubelet keeps an API pod's ended sandbox; cri_env's teardown removes those
+                    _stop_pods(env)
                 for proc in (procs["plugin"], procs["kubelet"]):
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(proc.pid, signal.SIGTERM)
-                    try:
-                        proc.wait(15)
-                    except subprocess.TimeoutExpired:
-                        os.killpg(proc.pid, signal.SIGKILL)
-                        proc.wait()
+                    stop(proc)
                 _remove_kubepods()
                 if made:
                     with contextlib.suppress(OSError):

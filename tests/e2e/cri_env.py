@@ -226,6 +226,72 @@ oom_score = 0
 """
 
 
+def base_config_v3(d: Path, socket: str, cni: Path) -> str:
+    """The same for containerd 2 (config version 3: the CRI plugin split into images and runtime), CDI on as
+    containerd 2 has it by default."""
+    images, runtime = "plugins.'io.containerd.cri.v1.images'", "plugins.'io.containerd.cri.v1.runtime'"
+    return f"""version = 3
+root = "{d}/root"
+state = "{d}/state"
+oom_score = 0
+
+[grpc]
+  address = "{socket}"
+
+[ttrpc]
+  address = "{socket}.ttrpc"
+
+[debug]
+  level = "info"
+
+[plugins.'io.containerd.internal.v1.opt']
+  path = "{d}/opt"
+
+[{images}]
+  snapshotter = "native"
+  disable_snapshot_annotations = true
+
+[{images}.pinned_images]
+  sandbox = "{PAUSE_IMAGE}"
+
+[plugins.'io.containerd.grpc.v1.cri']
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  enable_tls_streaming = false
+
+[{runtime}]
+  disable_apparmor = true
+  enable_selinux = false
+  max_container_log_line_size = 16384
+  restrict_oom_score_adj = true
+
+[{runtime}.cni]
+  bin_dirs = ["{cni}/bin"]
+  conf_dir = "{cni}/conf"
+
+[{runtime}.containerd]
+  default_runtime_name = "runc"
+
+[{runtime}.containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+"""
+
+
+def write_cni(cni: Path, name: str) -> None:
+    """A CNI network for the pods that are not on the host's network (and so the node's runtime reports its
+    network ready): Debian's ptp and host-local plugins (containernetworking-plugins), a veth per pod with an
+    address from a private /24; its leases under `cni`, nothing on the host beyond each pod's veth."""
+    for plugin in ("ptp", "host-local", "loopback", "portmap"):
+        link = cni / "bin" / plugin
+        if not link.exists():
+            link.symlink_to(f"/usr/lib/cni/{plugin}")
+    conflist = {"cniVersion": "1.0.0", "name": name, "plugins": [
+        {"type": "ptp", "ipMasq": False, "ipam": {"type": "host-local", "dataDir": str(cni / "ipam"),
+                                                  "ranges": [[{"subnet": "10.213.7.0/24"}]]}},
+        {"type": "portmap", "capabilities": {"portMappings": True}, "snat": False}]}
+    (cni / "conf" / "10-gpuhook-test.conflist").write_text(json.dumps(conflist))
+
+
 def _mounts_under(prefix: str) -> list[str]:
     """Mount points at or under `prefix`, deepest first."""
     found = []
@@ -305,10 +371,12 @@ def _ctr(socket: str, *args: str, timeout: float = 60) -> subprocess.CompletedPr
 
 @contextlib.contextmanager
 def start(d: Path, base_rootfs: str, shim: str, gpuhook: str, host_spec: HostSpec | None = None,
-          ready_timeout: float = 30.0, gpuhook_extra: str = "", default_gpuhook: bool = False) -> Iterator[CriEnv]:
+          ready_timeout: float = 30.0, gpuhook_extra: str = "", default_gpuhook: bool = False,
+          containerd: str = "containerd", network: bool = False) -> Iterator[CriEnv]:
     """containerd with CRI in `d`, the gpuhook runtime registered for `shim` (gpuhook-runtime) and `gpuhook`
     (the hook binary; containerd's default runtime if `default_gpuhook`), both images imported; yields a CriEnv;
-    stops everything on the way out."""
+    stops everything on the way out. `containerd`: the binary (Debian's 1.6 by default; a 2.x one takes a version 3
+    config, and its own runc shim from beside it); `network`: a CNI network for pods (write_cni)."""
     d.mkdir(parents=True, exist_ok=True)
     socket = str(d / "containerd.sock")
     cni = d / "cni"
@@ -319,7 +387,11 @@ def start(d: Path, base_rootfs: str, shim: str, gpuhook: str, host_spec: HostSpe
     gpuhook_log = d / "gpuhook.log"
     gpuhook_config.write_text(f'host_root = "{host_root}"\nstate_dir = "{d}/gpuhook-state"\n'
                               f'log_file = "{gpuhook_log}"\n' + gpuhook_extra)
-    text = containerd_engine.edit(base_config(d, socket, cni),
+    if network:
+        write_cni(cni, f"gpuhook-test-{uuid.uuid4().hex[:6]}")
+    version = subprocess.run([containerd, "--version"], capture_output=True, text=True, check=True).stdout
+    config = base_config_v3 if " v2." in version or " 2." in version else base_config
+    text = containerd_engine.edit(config(d, socket, cni),
                                   Wanted(shim=shim, gpuhook=gpuhook, config=str(gpuhook_config),
                                          set_default=default_gpuhook))
     (d / "containerd.toml").write_text(text)
@@ -331,9 +403,12 @@ def start(d: Path, base_rootfs: str, shim: str, gpuhook: str, host_spec: HostSpe
     oci_image.write_archive(base_rootfs, str(images / "base.tar"), BASE_IMAGE, cmd=["sh"])
 
     log_path = d / "containerd.log"
-    env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), "GPUHOOK_CONFIG": str(gpuhook_config)}
+    path = os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+    if os.sep in containerd:  # its own shim first
+        path = f"{os.path.dirname(containerd)}:{path}"
+    env = {"PATH": path, "GPUHOOK_CONFIG": str(gpuhook_config)}
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen(["containerd", "--config", str(d / "containerd.toml")], env=env, stdout=log,
+        proc = subprocess.Popen([containerd, "--config", str(d / "containerd.toml")], env=env, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
     client = CriClient(socket)
     cri_env = CriEnv(client, socket, PAUSE_IMAGE, BASE_IMAGE, str(gpuhook_config), host_root, str(log_path),

@@ -1,0 +1,204 @@
+"""gpuhook on a one-node cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and a kubelet, all
+built from the pinned module sets, on containerd (Debian's 1.6, and 2.x built from modules) with gpuhook registered
+by `gpuhook configure containerd`'s code, its device plugin serving the kubelet, `[policy] requests = "allocated"`.
+Pods go through the API: the scheduler places them by the node's allocatable GPUs and labels, the kubelet admits
+them through its device manager, and each container's own /dev (its log) is what is asserted."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.e2e import conftest
+
+from .control_plane import NODE, ControlPlane, control_plane
+from .node import Node, components, node, wait_for
+
+IMAGE = "gpuhook.test/base:1"
+SEE = "ls /dev | grep -E '^(nvidia[0-9]+|renderD[0-9]+)$' || true; ls /dev/dri 2>/dev/null | grep render || true"
+
+
+class Cluster:
+    def __init__(self, plane: ControlPlane, n: Node) -> None:
+        self.plane, self.node = plane, n
+
+    def pod(self, name: str, spec: dict[str, Any], annotations: dict[str, str] | None = None) -> None:
+        self.plane.apply({"apiVersion": "v1", "kind": "Pod",
+                          "metadata": {"name": name, "namespace": "default", "annotations": annotations or {}},
+                          "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1, **spec}})
+
+    def delete(self, *names: str) -> None:
+        self.plane.kubectl("delete", "pod", *names, "--wait", "--timeout", "60s", check=False, timeout=90)
+
+    def status(self, name: str) -> Any:
+        return self.plane.get("pod", name)["status"]
+
+    def logs(self, pod: str, container: str, timeout: float = 90) -> list[str]:
+        """What the container printed, once it ended (the kubelet's log of it, CRI's format)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status = self.status(pod)
+            states = {c["name"]: c.get("state", {}) for c in
+                      status.get("initContainerStatuses", []) + status.get("containerStatuses", [])}
+            if "terminated" in states.get(container, {}):
+                files = sorted((self.node.d / "pod-logs").glob(f"default_{pod}_*/{container}/*.log"))
+                assert files, f"{pod}/{container} ended without a log"
+                return [line.split(" ", 3)[3] for line in files[-1].read_text().splitlines()
+                        if line.count(" ") >= 3]
+            time.sleep(0.5)
+        raise AssertionError(f"{pod}/{container} did not end: {json.dumps(self.status(pod))[:3000]}\n"
+                             f"{self.node.kubelet_log.read_text()[-3000:]}\n{self.node.plugin_log.read_text()}")
+
+
+def container(name: str, script: str, resource: str = "", count: int = 1) -> dict[str, Any]:
+    limits = {resource: str(count)} if resource else {}
+    return {"name": name, "image": IMAGE, "imagePullPolicy": "Never", "command": ["sh", "-c", script],
+            "resources": {"limits": limits}}
+
+
+@pytest.fixture(scope="module", params=["containerd-1.6", "containerd-2"])
+def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+            base_rootfs: str) -> Iterator[Cluster]:
+    built = components()
+    binary = "containerd" if request.param == "containerd-1.6" else str(built / "containerd")
+    d = tmp_path_factory.mktemp(request.param)
+    with control_plane(d / "plane", built) as plane, \
+            node(d / "node", base_rootfs, conftest.SHIM, conftest.GPUHOOK, plane, binary) as n:
+        wait_for(lambda: _ready(plane), 90, lambda: f"{NODE} not Ready: {_conditions(plane)}\n"
+                 f"{n.kubelet_log.read_text()[-3000:]}\n{n.plugin_log.read_text()}")
+        wait_for(lambda: _allocatable(plane).get("amd.com/gpu") == "2" and
+                 _allocatable(plane).get("nvidia.com/gpu") == "2", 60,
+                 lambda: f"allocatable {_allocatable(plane)}\n{n.plugin_log.read_text()}")
+        yield Cluster(plane, n)
+
+
+def _node(plane: ControlPlane) -> Any:
+    done = plane.kubectl("get", "node", NODE, "-o", "json", check=False)
+    return json.loads(done.stdout) if done.returncode == 0 else {}
+
+
+def _conditions(plane: ControlPlane) -> list[Any]:
+    return list(_node(plane).get("status", {}).get("conditions", []))
+
+
+def _ready(plane: ControlPlane) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in _conditions(plane))
+
+
+def _allocatable(plane: ControlPlane) -> dict[str, str]:
+    return dict(_node(plane).get("status", {}).get("allocatable", {}))
+
+
+def test_the_scheduler_places_gpu_pods_by_what_the_plugin_advertises(cluster: Cluster) -> None:
+    """Two pods asking amd.com/gpu: 1 each run on different GPUs; a third waits Pending with the scheduler's reason
+    (the node has two), and runs once one of the first two is gone."""
+    for name in ("one", "two"):
+        cluster.pod(name, {"containers": [container("main", SEE + "; sleep 3", "amd.com/gpu")]})
+    cluster.pod("three", {"containers": [container("main", SEE, "amd.com/gpu")]})
+    try:
+        seen = [cluster.logs(name, "main") for name in ("one", "two")]
+        assert all(len(s) == 1 for s in seen) and seen[0] != seen[1], seen
+        status = cluster.status("three")
+        if status["phase"] == "Pending":  # the first two may be gone already: then it ran
+            scheduled = [c for c in status.get("conditions", []) if c["type"] == "PodScheduled"]
+            assert scheduled and scheduled[0]["reason"] == "Unschedulable", status
+            assert "Insufficient amd.com/gpu" in scheduled[0]["message"], scheduled
+        assert len(cluster.logs("three", "main")) == 1
+    finally:
+        cluster.delete("one", "two", "three")
+
+
+def test_init_and_app_containers_asking_one_gpu_both_start(cluster: Cluster) -> None:
+    """The bug a real kubelet found, now through the scheduler: one GPU allocated to the init container and then
+    to the app container before either runs; both start and see that GPU."""
+    cluster.pod("both", {"initContainers": [container("init", SEE, "nvidia.com/gpu")],
+                         "containers": [container("main", SEE, "nvidia.com/gpu")]})
+    try:
+        init, main = cluster.logs("both", "init"), cluster.logs("both", "main")
+        assert len(init) == 1 and init == main, (init, main)
+    finally:
+        cluster.delete("both")
+
+
+def test_a_pod_authors_own_request_fails_with_gpuhooks_line_in_the_pods_status(cluster: Cluster) -> None:
+    """gpuhook.dev/gpus=all on a pod with no GPU resources: scheduled, never run; the container's status says why,
+    in gpuhook's one line, where `kubectl describe` shows it."""
+    cluster.pod("own", {"containers": [container("main", SEE)]}, annotations={"gpuhook.dev/gpus": "all"})
+    try:
+        def said() -> str:
+            for c in cluster.status("own").get("containerStatuses", []):
+                state = c.get("state", {})
+                for kind in ("waiting", "terminated"):
+                    if "only the kubelet grants GPUs" in state.get(kind, {}).get("message", ""):
+                        return str(state[kind]["message"])
+            return ""
+        wait_for(lambda: bool(said()), 60, lambda: json.dumps(cluster.status("own")))
+        assert not list((cluster.node.d / "pod-logs").glob("default_own_*/main/*.log")) or not any(
+            f.read_text() for f in (cluster.node.d / "pod-logs").glob("default_own_*/main/*.log"))
+    finally:
+        cluster.delete("own")
+
+
+def test_the_nodes_labels_are_accepted_and_select_pods(cluster: Cluster) -> None:
+    """gpuhook's labels (`gpuhook labels --output -`, what NFD would publish) are valid to the API server, and a
+    nodeSelector and a `Gt` node affinity on them place pods; an affinity the node does not meet stays Pending."""
+    out = subprocess.run([conftest.GPUHOOK, "labels", "--output", "-"], capture_output=True, text=True, check=True,
+                         env={"GPUHOOK_CONFIG": cluster.node.env.gpuhook_config, "PATH": "/usr/bin:/bin"}).stdout
+    labels = dict(line.split("=", 1) for line in out.splitlines() if "=" in line and not line.startswith("#"))
+    assert labels.get("nvidia.com/gpu.count") == "2" and labels.get("amd.com/gpu.cu-count", "").isdigit(), labels
+    cluster.plane.kubectl("label", "node", NODE, "--overwrite", *(f"{k}={v}" for k, v in labels.items()))
+    applied = _node(cluster.plane)["metadata"]["labels"]
+    assert {k: applied.get(k) for k in labels} == labels
+
+    def affinity(key: str, op: str, values: list[str]) -> dict[str, Any]:
+        term = {"matchExpressions": [{"key": key, "operator": op, "values": values}]}
+        return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
+    cluster.pod("selected", {"nodeSelector": {"amd.com/gpu.cu-count": labels["amd.com/gpu.cu-count"]},
+                             "affinity": affinity("nvidia.com/gpu.count", "Gt", ["1"]),
+                             "containers": [container("main", "true")]})
+    cluster.pod("too-many", {"affinity": affinity("nvidia.com/gpu.count", "Gt", ["7"]),
+                             "containers": [container("main", "true")]})
+    try:
+        wait_for(lambda: cluster.status("selected").get("phase") == "Succeeded", 60,
+                 lambda: json.dumps(cluster.status("selected")))
+        status = cluster.status("too-many")
+        assert status["phase"] == "Pending", status
+        wait_for(lambda: any(c.get("reason") == "Unschedulable" for c in cluster.status("too-many").get(
+            "conditions", [])), 30, lambda: json.dumps(cluster.status("too-many")))
+    finally:
+        cluster.delete("selected", "too-many")
+
+
+def test_crictl_shows_the_allocation_only_on_the_app_container_and_pause_gets_no_gpu(cluster: Cluster) -> None:
+    """Through crictl (built from cri-tools): the kubelet put the plugin's allocation on the app container only, and
+    in the bundles gpuhook's runtime left, the pod's sandbox (pause) has no GPU device and the app container its
+    one."""
+    cluster.pod("seen", {"containers": [container("main", SEE + "; sleep 30", "nvidia.com/gpu")]})
+    try:
+        wait_for(lambda: cluster.status("seen").get("phase") == "Running", 60,
+                 lambda: json.dumps(cluster.status("seen")))
+        crictl = [str(components() / "crictl"), "--runtime-endpoint", f"unix://{cluster.node.env.socket}"]
+
+        def run(*args: str) -> str:
+            return subprocess.run([*crictl, *args], capture_output=True, text=True, check=True, timeout=30).stdout
+        sandbox = run("pods", "--name", "seen", "--namespace", "default", "-q").split()
+        assert len(sandbox) == 1, sandbox
+        app = run("ps", "--pod", sandbox[0], "-q").split()
+        assert len(app) == 1, app
+        annotations = json.loads(run("inspect", app[0]))["status"]["annotations"]
+        assert "gpuhook.dev/allocation" in annotations, annotations
+        pod_annotations = json.loads(run("inspectp", sandbox[0]))["status"].get("annotations", {})
+        assert "gpuhook.dev/allocation" not in pod_annotations
+
+        def gpus(spec: dict[str, Any]) -> list[str]:
+            return [d["path"] for d in spec.get("linux", {}).get("devices", []) or []
+                    if "nvidia" in d["path"] or "renderD" in d["path"] or d["path"] == "/dev/kfd"]
+        assert gpus(cluster.node.env.bundle_spec(sandbox[0])) == []
+        assert len([p for p in gpus(cluster.node.env.bundle_spec(app[0])) if p[-1].isdigit() and "nvidia" in p]) == 1
+    finally:
+        cluster.delete("seen")
