@@ -10,6 +10,7 @@ import json
 import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -37,6 +38,12 @@ class Cluster:
 
     def status(self, name: str) -> Any:
         return self.plane.get("pod", name)["status"]
+
+    def logs_so_far(self, pod: str, container: str) -> list[str]:
+        """What a running container has printed (its CRI log's lines)."""
+        files = sorted((self.node.d / "pod-logs").glob(f"default_{pod}_*/{container}/*.log"))
+        return [line.split(" ", 3)[3] for line in files[-1].read_text().splitlines()
+                if line.count(" ") >= 3] if files else []
 
     def logs(self, pod: str, container: str, timeout: float = 90) -> list[str]:
         """What the container printed, once it ended (the kubelet's log of it, CRI's format)."""
@@ -202,3 +209,48 @@ def test_crictl_shows_the_allocation_only_on_the_app_container_and_pause_gets_no
         assert len([p for p in gpus(cluster.node.env.bundle_spec(app[0])) if p[-1].isdigit() and "nvidia" in p]) == 1
     finally:
         cluster.delete("seen")
+
+
+def _nvml(cluster: Cluster) -> dict[int, list[int]]:
+    """The stub NVML's device state on the simulated host: per GPU, locked clocks (min, max), power limit (mW) and
+    compute mode, as the driver would hold them (none written yet: nothing was ever set)."""
+    path = Path(cluster.node.env.host_root, "var/lib/gpuhook-sim/nvml")
+    text = path.read_text() if path.exists() else ""
+    return {int(f[0]): [int(x) for x in f[1:]] for f in (line.split() for line in text.splitlines())}
+
+
+def test_clocks_on_an_allocated_pod_are_applied_on_its_gpu_while_it_runs_and_restored_after(cluster: Cluster) -> None:
+    """A pod asks nvidia.com/gpu: 1 and gpuhook.dev/clocks=1500: the host locks the clocks of the GPU the kubelet
+    gave it (and no other) while it runs, and unlocks them when the pod goes."""
+    before = _nvml(cluster)
+    cluster.pod("tuned", {"containers": [container("main", SEE + "; sleep 60", "nvidia.com/gpu")]},
+                annotations={"gpuhook.dev/clocks": "1500"})
+    try:
+        wait_for(lambda: cluster.status("tuned").get("phase") == "Running", 60,
+                 lambda: json.dumps(cluster.status("tuned")))
+        wait_for(lambda: any(state[:2] == [1500, 1500] for state in _nvml(cluster).values()), 20,
+                 lambda: f"no GPU locked at 1500 MHz: {_nvml(cluster)}")
+        locked = [i for i, state in _nvml(cluster).items() if state[:2] == [1500, 1500]]
+        seen = cluster.logs_so_far("tuned", "main")
+        assert len(locked) == 1 and seen == [f"nvidia{locked[0]}"], (locked, seen)
+    finally:
+        cluster.delete("tuned")
+    def restored() -> bool:
+        after = _nvml(cluster)
+        return all(state[:2] == [0, 0] for state in after.values()) and (not before or after == before)
+    wait_for(restored, 20, lambda: f"not restored: {_nvml(cluster)} (was {before})")
+
+
+def test_a_gpu_whose_device_node_goes_leaves_the_nodes_allocatable_and_comes_back(cluster: Cluster) -> None:
+    """The plugin's health check reaches the API: an AMD GPU whose render node disappears is Unhealthy, so the
+    kubelet takes it out of the Node's allocatable; back when the node returns."""
+    render = sorted(Path(cluster.node.env.host_root, "dev/dri").glob("renderD*"))[-1]
+    hidden = render.with_name(render.name + ".away")
+    render.rename(hidden)
+    try:
+        wait_for(lambda: _allocatable(cluster.plane).get("amd.com/gpu") == "1", 40,
+                 lambda: f"allocatable {_allocatable(cluster.plane)}")
+    finally:
+        hidden.rename(render)
+    wait_for(lambda: _allocatable(cluster.plane).get("amd.com/gpu") == "2", 40,
+             lambda: f"allocatable {_allocatable(cluster.plane)}")
