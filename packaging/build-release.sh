@@ -13,8 +13,7 @@ else  # an export of the tree (no .git): the files as they are, less what builds
   mkdir "$work/gpuhook-$version"
   tar -c --exclude=./dist --exclude=./build --exclude=./.venv . | tar -x -C "$work/gpuhook-$version"
 fi
-"$python" -m pip download -q --disable-pip-version-check -d "$work/gpuhook-$version/packaging/wheels" \
-  -r <(grep -v '^#' packaging/constraints.txt) setuptools wheel
+PYTHON=$python bash packaging/download-wheels.sh "$work/gpuhook-$version/packaging/wheels"
 mkdir -p dist
 tar -C "$work" -czf "dist/gpuhook-$version.tar.gz" "gpuhook-$version"
 echo "built dist/gpuhook-$version.tar.gz"

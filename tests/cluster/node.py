@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -19,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from tests.e2e import cri_env
+from tests.support import oci_image
 
+from .box import Box, box
 from .control_plane import NODE, ControlPlane, stop
 
 REPO = Path(__file__).resolve().parents[2]
@@ -178,3 +181,76 @@ def _remove_kubepods() -> None:
                         d.rmdir()
             with contextlib.suppress(OSError):
                 top.rmdir()
+
+
+INSTALLER_IMAGE = "gpuhook.test/installer:1"
+
+
+def installer_image(base_rootfs: str, out: Path) -> Path:
+    """The DaemonSet's image as packaging/kubernetes/Dockerfile.installer makes it, smaller: this checkout's files
+    (tracked and new, not ignored) at /src with the dependencies' wheels (download-wheels.sh), and sh, cp and
+    nsenter (busybox applets) to run install.sh on the node. The archive's path."""
+    rootfs = out / "installer-rootfs"
+    shutil.copytree(base_rootfs, rootfs, symlinks=True)
+    for applet in ("cp", "rm", "mkdir", "mv", "nsenter"):
+        link = rootfs / "bin" / applet
+        if not link.exists():
+            link.symlink_to("busybox")
+    files = subprocess.run(["git", "-C", str(REPO), "ls-files", "-co", "--exclude-standard", "-z"],
+                           capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, files):
+        source = REPO / name
+        if source.is_file() and not source.is_symlink():
+            target = rootfs / "src" / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+        elif source.is_symlink():
+            target = rootfs / "src" / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.symlink_to(os.readlink(source))
+    subprocess.run(["bash", str(REPO / "packaging/download-wheels.sh"), str(rootfs / "src/packaging/wheels")],
+                   env={**os.environ, "PYTHON": str(REPO / ".venv/bin/python")}, check=True, capture_output=True,
+                   timeout=300)
+    tar = out / "installer.tar"
+    oci_image.write_archive(str(rootfs), str(tar), INSTALLER_IMAGE, cmd=["sh"])
+    return tar
+
+
+@dataclass
+class InstalledNode:
+    """A node gpuhook is not on yet: containerd without gpuhook and a kubelet, in a box (box.py) for the DaemonSet
+    to install gpuhook onto."""
+
+    d: Path
+    env: cri_env.CriEnv
+    box: Box
+    kubelet_log: Path
+
+
+@contextlib.contextmanager
+def installed_node(d: Path, base_rootfs: str, plane: ControlPlane, containerd: str = "containerd"
+                   ) -> Iterator[InstalledNode]:
+    kubelet = components() / "kubelet"
+    d.mkdir(parents=True, exist_ok=True)
+    tar = installer_image(base_rootfs, d)
+    with box(d / "box") as b:
+        etc_containerd = d / "box" / "paths" / "etc-containerd"
+        with cri_env.start(d, base_rootfs, "", "", register=False, network=True, containerd=containerd,
+                           spawn=b.spawner("containerd"), config_file=etc_containerd / "config.toml",
+                           config_at="/etc/containerd/config.toml",
+                           more_images=[(str(tar), INSTALLER_IMAGE)]) as env:
+            config = d / "kubelet.yaml"
+            (d / "manifests").mkdir(exist_ok=True)
+            config.write_text(KUBELET_CONFIG.format(manifests=d / "manifests", socket=env.socket,
+                                                    logs=d / "pod-logs"))
+            kubelet_log = d / "kubelet.log"
+            argv = [str(kubelet), "--config", str(config), "--root-dir", str(d / "kubelet"), "--cert-dir",
+                    str(d / "pki"), "--hostname-override", NODE, "--kubeconfig", str(plane.kubelet), "--v", "2"]
+            b.spawner("kubelet")(argv, dict(os.environ), kubelet_log)
+            try:
+                yield InstalledNode(d, env, b, kubelet_log)
+            finally:
+                plane.kubectl("delete", "daemonsets,deployments,pods", "--all", "--all-namespaces",
+                              "--wait", "--timeout", "60s", check=False, timeout=90)
+                b.services["kubelet"].stop()
+        _remove_kubepods()

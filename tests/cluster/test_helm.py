@@ -5,7 +5,6 @@ server (server-side dry run), and install, upgrade and uninstall against it."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,13 +19,6 @@ from .control_plane import ControlPlane, control_plane
 from .node import REPO, components, wait_for
 
 CHART = REPO / "packaging/helm/gpuhook"
-
-
-@pytest.fixture(scope="module")
-def helm_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    home = tmp_path_factory.mktemp("helm-home")
-    return {"PATH": os.environ["PATH"], "HOME": str(home), "HELM_CACHE_HOME": str(home / "cache"),
-            "HELM_CONFIG_HOME": str(home / "config"), "HELM_DATA_HOME": str(home / "data")}
 
 
 def helm(env: dict[str, str], *args: str, plane: ControlPlane | None = None,

@@ -16,10 +16,10 @@ import signal
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 
@@ -364,6 +364,25 @@ def _wait_gone(pids: list[int], timeout: float) -> list[int]:
     return pids
 
 
+class Proc(Protocol):
+    """What start() needs of containerd's process: subprocess.Popen's, or a service manager's stand-in."""
+
+    pid: int
+
+    def poll(self) -> int | None: ...
+    def send_signal(self, sig: int) -> None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+    def kill(self) -> None: ...
+
+
+Spawn = Callable[[list[str], dict[str, str], Path], Proc]
+
+
+def _spawn(argv: list[str], env: dict[str, str], log: Path) -> Proc:
+    with open(log, "ab") as out:
+        return subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
 def _ctr(socket: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["ctr", "-a", socket, "-n", NAMESPACE, *args], capture_output=True, text=True,
                           timeout=timeout, check=False)
@@ -372,11 +391,17 @@ def _ctr(socket: str, *args: str, timeout: float = 60) -> subprocess.CompletedPr
 @contextlib.contextmanager
 def start(d: Path, base_rootfs: str, shim: str, gpuhook: str, host_spec: HostSpec | None = None,
           ready_timeout: float = 30.0, gpuhook_extra: str = "", default_gpuhook: bool = False,
-          containerd: str = "containerd", network: bool = False) -> Iterator[CriEnv]:
+          containerd: str = "containerd", network: bool = False, register: bool = True,
+          spawn: Spawn | None = None, config_file: Path | None = None, config_at: str | None = None,
+          more_images: Sequence[tuple[str, str]] = ()) -> Iterator[CriEnv]:
     """containerd with CRI in `d`, the gpuhook runtime registered for `shim` (gpuhook-runtime) and `gpuhook`
     (the hook binary; containerd's default runtime if `default_gpuhook`), both images imported; yields a CriEnv;
     stops everything on the way out. `containerd`: the binary (Debian's 1.6 by default; a 2.x one takes a version 3
-    config, and its own runc shim from beside it); `network`: a CNI network for pods (write_cni)."""
+    config, and its own runc shim from beside it); `network`: a CNI network for pods (write_cni). For a node whose
+    gpuhook is installed by its DaemonSet: `register=False` leaves gpuhook out of containerd's config and its env,
+    `spawn` starts containerd (as the node's service manager would), `config_file` is where its config is written and
+    `config_at` the path containerd is told (where that is bound in the node's mount namespace); `more_images`:
+    (OCI archive, name) to import too."""
     d.mkdir(parents=True, exist_ok=True)
     socket = str(d / "containerd.sock")
     cni = d / "cni"
@@ -391,10 +416,11 @@ def start(d: Path, base_rootfs: str, shim: str, gpuhook: str, host_spec: HostSpe
         write_cni(cni, f"gpuhook-test-{uuid.uuid4().hex[:6]}")
     version = subprocess.run([containerd, "--version"], capture_output=True, text=True, check=True).stdout
     config = base_config_v3 if " v2." in version or " 2." in version else base_config
-    text = containerd_engine.edit(config(d, socket, cni),
-                                  Wanted(shim=shim, gpuhook=gpuhook, config=str(gpuhook_config),
-                                         set_default=default_gpuhook))
-    (d / "containerd.toml").write_text(text)
+    text = config(d, socket, cni)
+    if register:
+        text = containerd_engine.edit(text, Wanted(shim=shim, gpuhook=gpuhook, config=str(gpuhook_config),
+                                                   set_default=default_gpuhook))
+    (config_file or d / "containerd.toml").write_text(text)
 
     images = d / "images"
     build_pause(images / "pause-rootfs")
@@ -406,10 +432,9 @@ def start(d: Path, base_rootfs: str, shim: str, gpuhook: str, host_spec: HostSpe
     path = os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
     if os.sep in containerd:  # its own shim first
         path = f"{os.path.dirname(containerd)}:{path}"
-    env = {"PATH": path, "GPUHOOK_CONFIG": str(gpuhook_config)}
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen([containerd, "--config", str(d / "containerd.toml")], env=env, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+    env = {"PATH": path, **({"GPUHOOK_CONFIG": str(gpuhook_config)} if register else {})}
+    argv = [containerd, "--config", config_at or str(d / "containerd.toml")]
+    proc = (spawn or _spawn)(argv, env, log_path)
     client = CriClient(socket)
     cri_env = CriEnv(client, socket, PAUSE_IMAGE, BASE_IMAGE, str(gpuhook_config), host_root, str(log_path),
                      str(gpuhook_log), d, str(d / "root"), str(d / "state"), d / "pods", text,
@@ -418,15 +443,16 @@ def start(d: Path, base_rootfs: str, shim: str, gpuhook: str, host_spec: HostSpe
         try:
             client.wait_ready(ready_timeout, alive=lambda: proc.poll() is None)
         except grpc.RpcError as e:
-            state = "runs" if proc.poll() is None else f"exited {proc.returncode}"
+            state = "runs" if proc.poll() is None else f"exited {proc.poll()}"
             raise cri_env.fail(f"containerd's CRI did not answer Version within {ready_timeout}s (containerd {state})",
                                e) from e
-        for tar in ("pause.tar", "base.tar"):
-            r = _ctr(socket, "images", "import", "--snapshotter", "native", str(images / tar))
+        archives = [(str(images / "pause.tar"), PAUSE_IMAGE), (str(images / "base.tar"), BASE_IMAGE), *more_images]
+        for tar, _ in archives:
+            r = _ctr(socket, "images", "import", "--snapshotter", "native", tar)
             if r.returncode != 0:
                 raise cri_env.fail(f"ctr images import {tar}: {r.stdout}{r.stderr}")
         listed = _ctr(socket, "images", "ls", "-q").stdout.split()
-        missing = [i for i in (PAUSE_IMAGE, BASE_IMAGE) if i not in listed]
+        missing = [name for _, name in archives if name not in listed]
         if missing:
             raise cri_env.fail(f"images {missing} not in containerd after import (it lists {listed})")
         yield cri_env
@@ -434,7 +460,7 @@ def start(d: Path, base_rootfs: str, shim: str, gpuhook: str, host_spec: HostSpe
         _teardown(cri_env, proc)
 
 
-def _teardown(env: CriEnv, proc: subprocess.Popen[bytes]) -> None:
+def _teardown(env: CriEnv, proc: Proc) -> None:
     problems = []
     if proc.poll() is None:
         try:

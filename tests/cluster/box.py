@@ -1,0 +1,209 @@
+"""A node in a box, for gpuhook's DaemonSet to install itself onto as it does onto a real node.
+
+The DaemonSet's pods use the host: `hostPID` and `nsenter -t 1 -m` put its installer, device plugin and exporter in
+the node's mount namespace, where install.sh writes /opt/gpuhook, /usr/local/bin, /etc/gpuhook and containerd's
+config, and restarts containerd with `systemctl`. Here the node is a PID and mount namespace of its own:
+- its pid 1 (a reaper) holds a mount namespace where each host path the node's software writes is private: a
+  tmpfs or a directory of the test's (HOST_PATHS). A path the host lacks is made for the bind and removed after;
+- containerd and the kubelet run in the box's namespaces (nsenter -m -p), so a hostPID pod's pid 1 is the box's;
+- `systemctl` in the box (/usr/local/sbin, first on the images' PATH) is the box's service manager: `restart
+  containerd` restarts the test's containerd service, as systemd would. That is the one stand-in: this machine
+  has no systemd as pid 1.
+Ending the box's pid 1 ends every process in it; nothing of the box stays on the host."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# (host path, "tmpfs" | "dir"): what the node's software writes, private to the box
+HOST_PATHS = (("/var/lib/kubelet", "tmpfs"), ("/opt", "tmpfs"), ("/usr/local/bin", "dir"),
+              ("/usr/local/sbin", "dir"), ("/etc/gpuhook", "dir"), ("/var/lib/gpuhook", "dir"),
+              ("/etc/containerd", "dir"), ("/etc/kubernetes", "dir"))
+
+REAPER = """
+import os, time
+while True:
+    try:
+        os.wait()
+    except ChildProcessError:
+        time.sleep(0.5)
+"""
+
+SYSTEMCTL = """#!/bin/sh
+# The test node's service manager, for what gpuhook's installer asks of systemd (tests/cluster/box.py).
+cmd=$1; unit=${2%.service}
+case "$cmd" in
+  restart|start|stop|try-restart)
+    n=$$.$(date +%s%N)
+    echo "$cmd $unit" > {control}/$n.tmp && mv {control}/$n.tmp {control}/$n.req
+    i=0
+    while [ ! -e {control}/$n.done ]; do
+      sleep 0.1; i=$((i + 1))
+      [ $i -lt 600 ] || { echo "systemctl: $cmd $unit: no answer in 60 s" >&2; exit 1; }
+    done
+    rc=$(cat {control}/$n.done); rm -f {control}/$n.done; exit "$rc" ;;
+  daemon-reload|enable|disable) exit 0 ;;
+  *) echo "systemctl (test node): $cmd is not handled" >&2; exit 1 ;;
+esac
+"""
+
+
+class Service:
+    """A process of the box's, run as its service manager runs one: started in the box's namespaces, restarted on
+    request. Has what cri_env.start needs of containerd's process (poll, send_signal, wait, kill, pid)."""
+
+    def __init__(self, box: Box, name: str, argv: list[str], env: dict[str, str], log: Path) -> None:
+        self.box, self.name, self.argv, self.env, self.log = box, name, argv, env, log
+        self.proc = self._start()
+        self.restarts = 0
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        with open(self.log, "ab") as out:
+            return subprocess.Popen(["nsenter", "-t", str(self.box.pid), "-m", "-p", "--", *self.argv], env=self.env,
+                                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def poll(self) -> int | None:
+        return self.proc.poll()
+
+    def send_signal(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, sig)  # nsenter and the service it forked share the group
+
+    def wait(self, timeout: float | None = None) -> int:
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def stop(self, timeout: float = 20) -> None:
+        self.send_signal(signal.SIGTERM)
+        try:
+            self.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            self.wait()
+
+    def restart(self) -> None:
+        self.stop()
+        self.proc = self._start()
+        self.restarts += 1
+
+
+@dataclass
+class Box:
+    d: Path
+    pid: int  # the box's pid 1, as the host sees it
+    holder: subprocess.Popen[bytes]
+    control: Path
+    services: dict[str, Service] = field(default_factory=dict)
+    asked: list[str] = field(default_factory=list)  # what systemctl was asked, in order
+
+    def path(self, inside: str) -> Path:
+        """A path of the box's mount namespace, from the host."""
+        return Path(f"/proc/{self.pid}/root{inside}")
+
+    def spawner(self, name: str) -> Callable[[list[str], dict[str, str], Path], Service]:
+        def spawn(argv: list[str], env: dict[str, str], log: Path) -> Service:
+            self.services[name] = Service(self, name, argv, env, log)
+            return self.services[name]
+        return spawn
+
+    def _serve(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            for req in sorted(self.control.glob("*.req")):
+                cmd, _, unit = req.read_text().strip().partition(" ")
+                req.unlink()
+                self.asked.append(f"{cmd} {unit}")
+                service = self.services.get(unit)
+                rc = 0
+                if service is None:
+                    rc = 5  # systemd's "unit not found"
+                elif cmd in ("restart", "try-restart", "start"):
+                    service.restart()
+                elif cmd == "stop":
+                    service.stop()
+                done = req.with_suffix(".tmp")
+                done.write_text(str(rc))
+                done.rename(req.with_suffix(".done"))
+            stop.wait(0.1)
+
+
+@contextlib.contextmanager
+def box(d: Path) -> Iterator[Box]:
+    d.mkdir(parents=True, exist_ok=True)
+    control = d / "systemctl"
+    control.mkdir()
+    made: list[Path] = []
+    binds = []
+    for host, kind in HOST_PATHS:
+        p = Path(host)
+        missing = []
+        while not p.exists():
+            missing.append(p)
+            p = p.parent
+        for m in reversed(missing):
+            m.mkdir()
+        made.extend(missing)  # deepest first
+        if kind == "tmpfs":
+            binds.append(f"mount -t tmpfs -o mode=0755 tmpfs {host}")
+        else:
+            private = d / "paths" / host.strip("/").replace("/", "-")
+            private.mkdir(parents=True)
+            binds.append(f"mount --bind {private} {host}")
+    sbin = d / "paths" / "usr-local-sbin"
+    (sbin / "systemctl").write_text(SYSTEMCTL.replace("{control}", str(control)))
+    (sbin / "systemctl").chmod(0o755)
+    script = " && ".join([*binds, "mkdir -p /var/lib/kubelet/device-plugins", f'exec {sys.executable} -I -c "$0"'])
+    with open(d / "box.log", "wb") as log:
+        holder = subprocess.Popen(["unshare", "-m", "-p", "-f", "--propagation", "private", "--mount-proc", "sh",
+                                   "-c", script, REAPER], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        pid = _child_of(holder.pid, 10)
+        deadline = time.monotonic() + 10
+        while not Path(f"/proc/{pid}/cmdline").read_bytes().startswith(sys.executable.encode()):
+            if holder.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the box did not start: {(d / 'box.log').read_text()}")
+            time.sleep(0.05)
+        b = Box(d, pid, holder, control)
+        stop = threading.Event()
+        manager = threading.Thread(target=b._serve, args=(stop,), daemon=True)
+        manager.start()
+        try:
+            yield b
+        finally:
+            stop.set()
+            manager.join(5)
+            for service in reversed(list(b.services.values())):
+                if service.poll() is None:
+                    service.stop()
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)  # the box's pid 1: every process in the box goes with it
+        holder.wait()
+        for m in made:
+            with contextlib.suppress(OSError):
+                m.rmdir()
+
+
+def _child_of(pid: int, timeout: float) -> int:
+    """unshare -f's child: the box's pid 1."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+            if children:
+                return int(children[0])
+        time.sleep(0.02)
+    raise RuntimeError("unshare did not fork the box's pid 1")

@@ -1,0 +1,121 @@
+"""gpuhook installed as a cluster operator installs it: the Helm chart's DaemonSet, from an image of this checkout
+(what packaging/kubernetes/Dockerfile.installer builds), onto a node that has no gpuhook (box.py: containerd and a
+kubelet in a PID and mount namespace of their own, so the installer's nsenter -t 1 -m and its writes stay there).
+Its init container runs install.sh in the node, registers the runtime with containerd and restarts it, writes the
+labels; its device plugin and exporter run from the installed product. What is asserted is what the cluster and a
+pod see: the Node's allocatable, a pod's own /dev through the RuntimeClass, the labels file, the exporter's
+metrics; and that uninstalling takes the plugin away."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from .control_plane import NODE, ControlPlane, control_plane
+from .node import INSTALLER_IMAGE, InstalledNode, components, installed_node, wait_for
+from .test_cluster import SEE, _allocatable, _ready, container
+from .test_helm import CHART, helm
+
+NAMESPACE = "gpuhook-system"
+
+
+@pytest.fixture(scope="module", params=["containerd-1.6", "containerd-2"])
+def installed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, base_rootfs: str,
+              helm_env: dict[str, str]) -> Iterator[tuple[ControlPlane, InstalledNode]]:
+    built = components()
+    binary = "containerd" if request.param == "containerd-1.6" else str(built / "containerd")
+    d = tmp_path_factory.mktemp(f"installed-{request.param}")
+    with control_plane(d / "plane", built) as plane, installed_node(d / "node", base_rootfs, plane, binary) as n:
+        wait_for(lambda: _ready(plane), 90, lambda: n.kubelet_log.read_text()[-3000:])
+        plane.kubectl("label", "node", NODE, "gpuhook.dev/gpu-node=true")
+        repository, tag = INSTALLER_IMAGE.rsplit(":", 1)
+        values = {"image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
+                  "config": {"top": {"host_root": n.env.host_root, "state_dir": str(d / "state"),
+                                     "log_file": str(d / "gpuhook.log")},
+                             "kubernetes": {"health_interval": 0.5}}}
+        (d / "values.json").write_text(json.dumps(values))
+        plane.kubectl("create", "namespace", NAMESPACE)
+        helm(helm_env, "install", "gpu", str(CHART), "--namespace", NAMESPACE, "-f", str(d / "values.json"),
+             plane=plane)
+        try:
+            wait_for(lambda: plane.get("daemonset", "gpu", NAMESPACE)["status"].get("numberReady") == 1, 300,
+                     lambda: _why(plane, n))
+        except BaseException:
+            helm(helm_env, "uninstall", "gpu", "--namespace", NAMESPACE, plane=plane, check=False)
+            raise
+        yield plane, n
+
+
+def _why(plane: ControlPlane, n: InstalledNode) -> str:
+    pods = plane.get("pods", "", NAMESPACE)["items"]
+    logs = "\n".join(f"--- {f} ---\n{f.read_text()[-3000:]}" for f in sorted((n.d / "pod-logs").glob("*/*/*.log")))
+    return f"the DaemonSet's pod is not ready: {json.dumps([p['status'] for p in pods])[:4000]}\n{logs}"
+
+
+def _pod_log(n: InstalledNode, container_name: str) -> str:
+    files = sorted((n.d / "pod-logs").glob(f"{NAMESPACE}_gpu-*/{container_name}/*.log"))
+    return "\n".join(line.split(" ", 3)[3] for line in files[-1].read_text().splitlines() if line.count(" ") >= 3)
+
+
+def test_the_daemonset_installs_gpuhook_and_registers_it_with_containerd(
+        installed: tuple[ControlPlane, InstalledNode]) -> None:
+    _, n = installed
+    config = n.box.path("/etc/containerd/config.toml").read_text()
+    assert "/usr/local/bin/gpuhook-runtime" in config, config  # install.sh's gpuhook configure containerd
+    assert "restart containerd" in n.box.asked and n.box.services["containerd"].restarts >= 1, n.box.asked
+    install = _pod_log(n, "install")
+    assert "installed gpuhook" in install and "paths:" in install, install
+    print(next(line for line in install.splitlines() if "paths:" in line))  # doctor's: warm, native or Python
+
+
+def test_the_daemonsets_device_plugin_advertises_the_nodes_gpus(installed: tuple[ControlPlane, InstalledNode]) -> None:
+    plane, _ = installed
+    wait_for(lambda: _allocatable(plane).get("nvidia.com/gpu") == "2" and _allocatable(plane).get(
+        "amd.com/gpu") == "2", 60, lambda: f"allocatable {_allocatable(plane)}")
+
+
+def test_a_pod_on_the_runtime_class_gets_its_gpu_through_the_installed_runtime(
+        installed: tuple[ControlPlane, InstalledNode]) -> None:
+    """containerd has only the gpuhook the DaemonSet installed (the test registered none): the pod's one GPU in its
+    /dev comes from that install."""
+    plane, n = installed
+    spec = {"runtimeClassName": "gpuhook", "restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+            "containers": [container("main", SEE, "nvidia.com/gpu")]}
+    plane.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "through", "namespace": "default"},
+                 "spec": spec})
+    try:
+        wait_for(lambda: plane.get("pod", "through")["status"].get("phase") in ("Succeeded", "Failed"), 90,
+                 lambda: json.dumps(plane.get("pod", "through")["status"]))
+        assert plane.get("pod", "through")["status"]["phase"] == "Succeeded"
+        files = sorted((n.d / "pod-logs").glob("default_through_*/main/*.log"))
+        seen = [line.split(" ", 3)[3] for line in files[-1].read_text().splitlines() if line.count(" ") >= 3]
+        assert len(seen) == 1 and seen[0].startswith("nvidia"), seen
+    finally:
+        plane.kubectl("delete", "pod", "through", "--wait", "--timeout", "60s", check=False, timeout=90)
+
+
+def test_the_labels_and_the_exporter_come_from_the_installed_product(
+        installed: tuple[ControlPlane, InstalledNode]) -> None:
+    plane, n = installed
+    labels = n.box.path("/etc/kubernetes/node-feature-discovery/features.d/gpuhook").read_text()
+    assert "nvidia.com/gpu.count=2" in labels.splitlines(), labels
+    pod: Any = next(iter(plane.get("pods", "", NAMESPACE)["items"]))
+    url = f"http://{pod['status']['podIP']}:9835/metrics"
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        metrics = answer.read().decode()
+    info = [line for line in metrics.splitlines() if line.startswith("gpuhook_gpu_info{")]
+    assert len(info) == 4, metrics[:3000]  # 2 NVIDIA + 2 AMD on the simulated host
+
+
+def test_uninstalling_takes_the_device_plugin_away(installed: tuple[ControlPlane, InstalledNode],
+                                                   helm_env: dict[str, str]) -> None:
+    """Last in this module: the chart goes, its pods end, and the kubelet stops advertising the GPUs."""
+    plane, _ = installed
+    helm(helm_env, "uninstall", "gpu", "--namespace", NAMESPACE, "--wait", plane=plane)
+    wait_for(lambda: not plane.get("pods", "", NAMESPACE)["items"], 60, lambda: "the DaemonSet's pods stayed")
+    wait_for(lambda: _allocatable(plane).get("nvidia.com/gpu", "0") == "0", 90,
+             lambda: f"allocatable {_allocatable(plane)}")
