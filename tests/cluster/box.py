@@ -6,15 +6,18 @@ config, and restarts containerd with `systemctl`. Here the node is a PID and mou
 - its pid 1 (a reaper) holds a mount namespace where each host path the node's software writes is private: a
   tmpfs or a directory of the test's (HOST_PATHS). A path the host lacks is made for the bind and removed after;
 - containerd and the kubelet run in the box's namespaces (nsenter -m -p), so a hostPID pod's pid 1 is the box's;
-- `systemctl` in the box (/usr/local/sbin, first on the images' PATH) is the box's service manager: `restart
-  containerd` restarts the test's containerd service, as systemd would. That is the one stand-in: this machine
-  has no systemd as pid 1.
+- `systemctl` in the box (/usr/local/sbin, first on the images' PATH) asks the box's service manager (Box._serve,
+  in the test): `restart containerd` restarts the test's containerd service; `restart gpuhook-warm` starts what
+  the unit install.sh wrote in the box's /etc/systemd/system says (Environment=, ExecStart=), kept running as its
+  Restart=always says. /run/systemd/system exists in the box, so install.sh sees a systemd host. That is the one
+  stand-in: this machine has no systemd as pid 1.
 Ending the box's pid 1 ends every process in it; nothing of the box stays on the host."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -27,7 +30,8 @@ from pathlib import Path
 # (host path, "tmpfs" | "dir"): what the node's software writes, private to the box
 HOST_PATHS = (("/var/lib/kubelet", "tmpfs"), ("/opt", "tmpfs"), ("/usr/local/bin", "dir"),
               ("/usr/local/sbin", "dir"), ("/etc/gpuhook", "dir"), ("/var/lib/gpuhook", "dir"),
-              ("/etc/containerd", "dir"), ("/etc/kubernetes", "dir"))
+              ("/etc/containerd", "dir"), ("/etc/kubernetes", "dir"), ("/etc/systemd/system", "dir"),
+              ("/run/systemd", "tmpfs"), ("/run/gpuhook", "dir"))
 
 REAPER = """
 import os, time
@@ -65,6 +69,7 @@ class Service:
         self.box, self.name, self.argv, self.env, self.log = box, name, argv, env, log
         self.proc = self._start()
         self.restarts = 0
+        self.stopped = False  # stopped on purpose: not brought back
 
     def _start(self) -> subprocess.Popen[bytes]:
         with open(self.log, "ab") as out:
@@ -89,6 +94,7 @@ class Service:
         self.send_signal(signal.SIGKILL)
 
     def stop(self, timeout: float = 20) -> None:
+        self.stopped = True
         self.send_signal(signal.SIGTERM)
         try:
             self.wait(timeout)
@@ -99,6 +105,7 @@ class Service:
     def restart(self) -> None:
         self.stop()
         self.proc = self._start()
+        self.stopped = False
         self.restarts += 1
 
 
@@ -127,18 +134,36 @@ class Box:
                 cmd, _, unit = req.read_text().strip().partition(" ")
                 req.unlink()
                 self.asked.append(f"{cmd} {unit}")
-                service = self.services.get(unit)
-                rc = 0
-                if service is None:
-                    rc = 5  # systemd's "unit not found"
-                elif cmd in ("restart", "try-restart", "start"):
-                    service.restart()
-                elif cmd == "stop":
-                    service.stop()
                 done = req.with_suffix(".tmp")
-                done.write_text(str(rc))
+                done.write_text(str(self._do(cmd, unit)))
                 done.rename(req.with_suffix(".done"))
+            for service in list(self.services.values()):  # Restart=always
+                if not service.stopped and service.poll() is not None:
+                    service.restart()
             stop.wait(0.1)
+
+    def _do(self, cmd: str, unit: str) -> int:
+        service = self.services.get(unit)
+        if service is None and cmd in ("restart", "try-restart", "start"):
+            unit_file = self.path(f"/etc/systemd/system/{unit}.service")
+            if not unit_file.is_file():
+                return 5  # systemd's "unit not found"
+            env, argv = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}, []
+            for line in unit_file.read_text().splitlines():
+                key, _, value = line.partition("=")
+                if key == "Environment":
+                    name, _, val = value.partition("=")
+                    env[name] = val
+                elif key == "ExecStart":
+                    argv = shlex.split(value)
+            self.services[unit] = Service(self, unit, argv, env, self.d / f"{unit}.log")
+        elif service is None:
+            return 5
+        elif cmd in ("restart", "try-restart", "start"):
+            service.restart()
+        elif cmd == "stop":
+            service.stop()
+        return 0
 
 
 @contextlib.contextmanager
@@ -166,7 +191,8 @@ def box(d: Path) -> Iterator[Box]:
     sbin = d / "paths" / "usr-local-sbin"
     (sbin / "systemctl").write_text(SYSTEMCTL.replace("{control}", str(control)))
     (sbin / "systemctl").chmod(0o755)
-    script = " && ".join([*binds, "mkdir -p /var/lib/kubelet/device-plugins", f'exec {sys.executable} -I -c "$0"'])
+    script = " && ".join([*binds, "mkdir -p /var/lib/kubelet/device-plugins /run/systemd/system",
+                          f'exec {sys.executable} -I -c "$0"'])
     with open(d / "box.log", "wb") as log:
         holder = subprocess.Popen(["unshare", "-m", "-p", "-f", "--propagation", "private", "--mount-proc", "sh",
                                    "-c", script, REAPER], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

@@ -9,6 +9,7 @@ metrics; and that uninstalling takes the plugin away."""
 from __future__ import annotations
 
 import json
+import subprocess
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -69,7 +70,21 @@ def test_the_daemonset_installs_gpuhook_and_registers_it_with_containerd(
     assert "restart containerd" in n.box.asked and n.box.services["containerd"].restarts >= 1, n.box.asked
     install = _pod_log(n, "install")
     assert "installed gpuhook" in install and "paths:" in install, install
-    print(next(line for line in install.splitlines() if "paths:" in line))  # doctor's: warm, native or Python
+
+
+def _doctor_paths(n: InstalledNode) -> str:
+    """`gpuhook doctor`'s paths line, run on the node as an admin would."""
+    done = subprocess.run(["nsenter", "-t", str(n.box.pid), "-m", "-p", "--", "/usr/local/bin/gpuhook", "doctor"],
+                          capture_output=True, text=True, timeout=60, check=False, env={"PATH": "/usr/bin:/bin"})
+    return next((line for line in done.stdout.splitlines() if "paths:" in line), done.stdout + done.stderr)
+
+
+def test_the_warm_helper_runs_as_the_nodes_service_and_serves(installed: tuple[ControlPlane, InstalledNode]) -> None:
+    """install.sh saw systemd and enabled gpuhook-warm.service (the chart's default): the node runs it, and doctor
+    says GPU containers are served by it."""
+    _, n = installed
+    assert "restart gpuhook-warm" in n.box.asked, n.box.asked
+    wait_for(lambda: "served by the warm helper" in _doctor_paths(n), 20, lambda: _doctor_paths(n))
 
 
 def test_the_daemonsets_device_plugin_advertises_the_nodes_gpus(installed: tuple[ControlPlane, InstalledNode]) -> None:
@@ -78,11 +93,15 @@ def test_the_daemonsets_device_plugin_advertises_the_nodes_gpus(installed: tuple
         "amd.com/gpu") == "2", 60, lambda: f"allocatable {_allocatable(plane)}")
 
 
+@pytest.mark.parametrize("helper", ["warm", "stopped"])
 def test_a_pod_on_the_runtime_class_gets_its_gpu_through_the_installed_runtime(
-        installed: tuple[ControlPlane, InstalledNode]) -> None:
+        installed: tuple[ControlPlane, InstalledNode], helper: str) -> None:
     """containerd has only the gpuhook the DaemonSet installed (the test registered none): the pod's one GPU in its
-    /dev comes from that install."""
+    /dev comes from that install, with the warm helper serving and with it stopped (the direct path)."""
     plane, n = installed
+    if helper == "stopped":
+        n.box.services["gpuhook-warm"].stop()
+        wait_for(lambda: "direct path" in _doctor_paths(n), 20, lambda: _doctor_paths(n))
     spec = {"runtimeClassName": "gpuhook", "restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
             "containers": [container("main", SEE, "nvidia.com/gpu")]}
     plane.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "through", "namespace": "default"},
