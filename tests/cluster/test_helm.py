@@ -147,3 +147,12 @@ def test_install_upgrade_uninstall_on_a_live_api_server(helm_env: dict[str, str]
                                        "-l", "app.kubernetes.io/instance=gpu", "-o", "name").stdout.strip(), 30,
              lambda: "the release's objects stayed")
     assert plane.kubectl("get", "runtimeclass", "gpuhook", check=False).returncode != 0
+
+
+def test_the_kubectl_manifest_is_the_charts_rendering(helm_env: dict[str, str]) -> None:
+    """packaging/kubernetes/daemonset.yaml is what render.sh makes of the chart: the two ways to install cannot
+    drift apart."""
+    shipped = (REPO / "packaging/kubernetes/daemonset.yaml").read_text()
+    rendered = helm(helm_env, "template", "gpuhook", str(CHART), "--namespace", "kube-system",
+                    "--set=runtimeClass.enabled=false").stdout
+    assert shipped.split("\n", 2)[2] == rendered, "run bash packaging/kubernetes/render.sh after changing the chart"

@@ -72,11 +72,13 @@ def test_daemonset_installs_configures_containerd_and_runs_the_device_plugin() -
     ds = next(d for d in _all("daemonset.yaml") if d["kind"] == "DaemonSet")
     pod = ds["spec"]["template"]["spec"]
     script = pod["initContainers"][0]["args"][0]
-    assert "install.sh --configure containerd" in script and "systemctl restart containerd" in script
+    env = {e["name"]: e["value"] for e in pod["initContainers"][0]["env"]}
+    assert env["GPUHOOK_ENGINE"] == "containerd" and env["GPUHOOK_RESTART_ENGINE"] and env["GPUHOOK_LABELS"]
+    assert 'install.sh --configure "$GPUHOOK_ENGINE"' in script and 'systemctl restart "$GPUHOOK_ENGINE"' in script
     assert "gpuhook labels" in script and "/host/etc/gpuhook/config.toml" in script
     # the warm helper: install.sh's default (a host service), unless the flags say --no-warm; doctor says the path
-    flags = {e["name"]: e["value"] for e in pod["initContainers"][0]["env"]}["GPUHOOK_INSTALL_FLAGS"]
-    assert "--no-warm" not in flags and "$GPUHOOK_INSTALL_FLAGS" in script and "gpuhook doctor" in script
+    assert "--no-warm" not in env["GPUHOOK_INSTALL_FLAGS"] and "$GPUHOOK_INSTALL_FLAGS" in script
+    assert "gpuhook doctor" in script
     plugin = pod["containers"][0]["command"]
     assert plugin[-2:] == ["/usr/local/bin/gpuhook", "device-plugin"] and pod["hostPID"] is True
 
