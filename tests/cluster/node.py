@@ -48,6 +48,18 @@ class Node:
     plugin_log: Path
     kubelet_argv: list[str]
     procs: dict[str, subprocess.Popen[bytes]]
+    plugin_argv: list[str]
+    plugin_env: dict[str, str]
+
+    def stop_plugin(self) -> None:
+        stop(self.procs["plugin"])
+
+    def start_plugin(self) -> None:
+        """gpuhook's device plugin again, in the kubelet's mount namespace (as its DaemonSet pod would come back)."""
+        with open(self.plugin_log, "ab") as log:
+            self.procs["plugin"] = subprocess.Popen(
+                ["nsenter", "-t", str(self.procs["kubelet"].pid), "-m", "--", *self.plugin_argv], env=self.plugin_env,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def restart_kubelet(self) -> None:
         """Stop the kubelet (SIGTERM) and start it again in the same mount namespace, as systemd restarts it:
@@ -132,12 +144,12 @@ def node(d: Path, base_rootfs: str, shim: str, gpuhook: str, plane: ControlPlane
                                       *argv], stdout=klog, stderr=subprocess.STDOUT, start_new_session=True)
             wait_for(lambda: "Creating device plugin registration server" in kubelet_log.read_text(), 30,
                       lambda: f"the kubelet did not start: {kubelet_log.read_text()[-2000:]}")
-            pproc = subprocess.Popen(["nsenter", "-t", str(kproc.pid), "-m", "--", gpuhook, "device-plugin",
-                                      "--kubelet-dir", f"{KUBELET_DIR}/device-plugins"], env=genv,
+            plugin_argv = [gpuhook, "device-plugin", "--kubelet-dir", f"{KUBELET_DIR}/device-plugins"]
+            pproc = subprocess.Popen(["nsenter", "-t", str(kproc.pid), "-m", "--", *plugin_argv], env=genv,
                                      stdout=plog, stderr=subprocess.STDOUT, start_new_session=True)
             procs = {"kubelet": kproc, "plugin": pproc}
             try:
-                yield Node(d, env, manifests, kubelet_log, plugin_log, argv, procs)
+                yield Node(d, env, manifests, kubelet_log, plugin_log, argv, procs, plugin_argv, genv)
             finally:
                 if plane is not None:  # the API's pods first, while the kubelet is there to end them
                     plane.kubectl("delete", "daemonsets,deployments,pods", "--all", "--all-namespaces",

@@ -103,19 +103,21 @@ def _allocatable(plane: ControlPlane) -> dict[str, str]:
 
 def test_the_scheduler_places_gpu_pods_by_what_the_plugin_advertises(cluster: Cluster) -> None:
     """Two pods asking amd.com/gpu: 1 each run on different GPUs; a third waits Pending with the scheduler's reason
-    (the node has two), and runs once one of the first two is gone."""
+    (the node has two), and runs on the freed GPU once one of the first two is gone."""
     for name in ("one", "two"):
-        cluster.pod(name, {"containers": [container("main", SEE + "; sleep 3", "amd.com/gpu")]})
-    cluster.pod("three", {"containers": [container("main", SEE, "amd.com/gpu")]})
+        cluster.pod(name, {"containers": [container("main", SEE + "; sleep 300", "amd.com/gpu")]})
     try:
-        seen = [cluster.logs(name, "main") for name in ("one", "two")]
-        assert all(len(s) == 1 for s in seen) and seen[0] != seen[1], seen
-        status = cluster.status("three")
-        if status["phase"] == "Pending":  # the first two may be gone already: then it ran
-            scheduled = [c for c in status.get("conditions", []) if c["type"] == "PodScheduled"]
-            assert scheduled and scheduled[0]["reason"] == "Unschedulable", status
-            assert "Insufficient amd.com/gpu" in scheduled[0]["message"], scheduled
-        assert len(cluster.logs("three", "main")) == 1
+        for name in ("one", "two"):
+            wait_for(lambda: len(cluster.logs_so_far(name, "main")) == 1, 60,  # noqa: B023 (called at once)
+                     lambda: json.dumps(cluster.status(name)))  # noqa: B023
+        seen = {name: cluster.logs_so_far(name, "main") for name in ("one", "two")}
+        assert seen["one"] != seen["two"], seen
+        cluster.pod("three", {"containers": [container("main", SEE, "amd.com/gpu")]})
+        wait_for(lambda: "Insufficient amd.com/gpu" in _unschedulable(cluster, "three"), 30,
+                 lambda: json.dumps(cluster.status("three")))
+        assert cluster.status("three")["phase"] == "Pending"
+        cluster.delete("one")
+        assert cluster.logs("three", "main") == seen["one"]
     finally:
         cluster.delete("one", "two", "three")
 
@@ -151,34 +153,102 @@ def test_a_pod_authors_own_request_fails_with_gpuhooks_line_in_the_pods_status(c
         cluster.delete("own")
 
 
+def _affinity(key: str, op: str, values: list[str]) -> dict[str, Any]:
+    term = {"matchExpressions": [{"key": key, "operator": op, "values": values}]}
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
+
+
+def _unschedulable(cluster: Cluster, pod: str) -> str:
+    """The scheduler's message on a pod it cannot place ("" while it has not said so)."""
+    for c in cluster.status(pod).get("conditions", []):
+        if c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable":
+            return str(c.get("message", ""))
+    return ""
+
+
 def test_the_nodes_labels_are_accepted_and_select_pods(cluster: Cluster) -> None:
-    """gpuhook's labels (`gpuhook labels --output -`, what NFD would publish) are valid to the API server, and a
-    nodeSelector and a `Gt` node affinity on them place pods; an affinity the node does not meet stays Pending."""
+    """gpuhook's labels (`gpuhook labels --output -`, what NFD would publish) are valid to the API server; a
+    nodeSelector pinning the driver version and a `Gt` affinity on the CUDA driver's major place pods; an affinity
+    the node does not meet stays Pending with the scheduler's reason."""
     out = subprocess.run([conftest.GPUHOOK, "labels", "--output", "-"], capture_output=True, text=True, check=True,
                          env={"GPUHOOK_CONFIG": cluster.node.env.gpuhook_config, "PATH": "/usr/bin:/bin"}).stdout
     labels = dict(line.split("=", 1) for line in out.splitlines() if "=" in line and not line.startswith("#"))
-    assert labels.get("nvidia.com/gpu.count") == "2" and labels.get("amd.com/gpu.cu-count", "").isdigit(), labels
+    major = labels.get("nvidia.com/cuda.driver.major", "")
+    assert labels.get("nvidia.com/gpu.count") == "2" and major.isdigit(), labels
     cluster.plane.kubectl("label", "node", NODE, "--overwrite", *(f"{k}={v}" for k, v in labels.items()))
     applied = _node(cluster.plane)["metadata"]["labels"]
     assert {k: applied.get(k) for k in labels} == labels
-
-    def affinity(key: str, op: str, values: list[str]) -> dict[str, Any]:
-        term = {"matchExpressions": [{"key": key, "operator": op, "values": values}]}
-        return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
-    cluster.pod("selected", {"nodeSelector": {"amd.com/gpu.cu-count": labels["amd.com/gpu.cu-count"]},
-                             "affinity": affinity("nvidia.com/gpu.count", "Gt", ["1"]),
+    driver = labels["nvidia.com/cuda.driver-version.full"]
+    cluster.pod("selected", {"nodeSelector": {"nvidia.com/cuda.driver-version.full": driver},
+                             "affinity": _affinity("nvidia.com/cuda.driver.major", "Gt", [str(int(major) - 15)]),
                              "containers": [container("main", "true")]})
-    cluster.pod("too-many", {"affinity": affinity("nvidia.com/gpu.count", "Gt", ["7"]),
-                             "containers": [container("main", "true")]})
+    cluster.pod("too-new", {"affinity": _affinity("nvidia.com/cuda.driver.major", "Gt", [str(int(major) + 20)]),
+                            "containers": [container("main", "true")]})
     try:
         wait_for(lambda: cluster.status("selected").get("phase") == "Succeeded", 60,
                  lambda: json.dumps(cluster.status("selected")))
-        status = cluster.status("too-many")
-        assert status["phase"] == "Pending", status
-        wait_for(lambda: any(c.get("reason") == "Unschedulable" for c in cluster.status("too-many").get(
-            "conditions", [])), 30, lambda: json.dumps(cluster.status("too-many")))
+        wait_for(lambda: "didn't match Pod's node affinity" in _unschedulable(cluster, "too-new"), 30,
+                 lambda: json.dumps(cluster.status("too-new")))
+        assert cluster.status("too-new")["phase"] == "Pending"
     finally:
-        cluster.delete("selected", "too-many")
+        cluster.delete("selected", "too-new")
+
+
+def test_a_tainted_gpu_node_takes_only_pods_that_tolerate_it(cluster: Cluster) -> None:
+    """A mixed cluster's usual taint, accelerator=nvidia:NoSchedule: a GPU pod without the toleration waits with the
+    scheduler's reason, one with it runs on its GPU."""
+    cluster.plane.kubectl("taint", "node", NODE, "accelerator=nvidia:NoSchedule")
+    try:
+        cluster.pod("plain", {"containers": [container("main", SEE, "nvidia.com/gpu")]})
+        cluster.pod("tolerant", {"tolerations": [{"key": "accelerator", "operator": "Equal", "value": "nvidia",
+                                                  "effect": "NoSchedule"}],
+                                 "containers": [container("main", SEE, "nvidia.com/gpu")]})
+        assert len(cluster.logs("tolerant", "main")) == 1
+        wait_for(lambda: "untolerated taint" in _unschedulable(cluster, "plain"), 30,
+                 lambda: json.dumps(cluster.status("plain")))
+    finally:
+        cluster.plane.kubectl("taint", "node", NODE, "accelerator-", check=False)
+        cluster.delete("plain", "tolerant")
+
+
+def test_a_higher_priority_gpu_pod_preempts_a_lower_one(cluster: Cluster) -> None:
+    """Both AMD GPUs held by a low-priority pod: a high-priority pod asking one is placed by preempting it, and
+    runs on a GPU the victim had."""
+    cluster.plane.apply({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                         "metadata": {"name": "gpu-urgent"}, "value": 100000})
+    try:
+        cluster.pod("low", {"containers": [container("main", SEE + "; sleep 300", "amd.com/gpu", count=2)]})
+        wait_for(lambda: len(cluster.logs_so_far("low", "main")) == 2, 60, lambda: json.dumps(cluster.status("low")))
+        held = set(cluster.logs_so_far("low", "main"))
+        cluster.pod("high", {"priorityClassName": "gpu-urgent",
+                             "containers": [container("main", SEE, "amd.com/gpu")]})
+        seen = cluster.logs("high", "main", timeout=120)
+        assert len(seen) == 1 and seen[0] in held, (seen, held)
+        low = cluster.plane.kubectl("get", "pod", "low", "-o", "json", check=False)
+        if low.returncode == 0:  # still there, ending: the scheduler marked it the victim
+            conditions = json.loads(low.stdout)["status"].get("conditions", [])
+            assert any(c["type"] == "DisruptionTarget" for c in conditions), conditions
+    finally:
+        cluster.delete("low", "high")
+        cluster.plane.kubectl("delete", "priorityclass", "gpu-urgent", check=False)
+
+
+def test_a_restarted_container_keeps_its_gpu(cluster: Cluster) -> None:
+    """A container that fails is restarted by the kubelet (restartPolicy OnFailure) with the allocation it had: the
+    same GPU in its /dev both times."""
+    script = "{ " + SEE + "; } >> /scratch/seen; [ -e /scratch/ran ] && { cat /scratch/seen; exit 0; }; " \
+             "touch /scratch/ran; exit 1"  # the second run prints what both runs saw (the kubelet keeps one log)
+    main = {**container("main", script, "nvidia.com/gpu"), "volumeMounts": [{"name": "s", "mountPath": "/scratch"}]}
+    cluster.pod("again", {"restartPolicy": "OnFailure", "volumes": [{"name": "s", "emptyDir": {}}],
+                          "containers": [main]})
+    try:
+        wait_for(lambda: cluster.status("again").get("phase") == "Succeeded", 90,
+                 lambda: json.dumps(cluster.status("again")))
+        seen = cluster.logs("again", "main")
+        assert cluster.status("again")["containerStatuses"][0]["restartCount"] == 1
+        assert len(seen) == 2 and seen[0] == seen[1], seen
+    finally:
+        cluster.delete("again")
 
 
 def test_crictl_shows_the_allocation_only_on_the_app_container_and_pause_gets_no_gpu(cluster: Cluster) -> None:
@@ -254,3 +324,31 @@ def test_a_gpu_whose_device_node_goes_leaves_the_nodes_allocatable_and_comes_bac
         hidden.rename(render)
     wait_for(lambda: _allocatable(cluster.plane).get("amd.com/gpu") == "2", 40,
              lambda: f"allocatable {_allocatable(cluster.plane)}")
+
+
+def test_restarts_of_the_device_plugin_and_the_kubelet_keep_running_pods_and_serve_new_ones(
+        cluster: Cluster) -> None:
+    """A GPU pod runs on while the plugin restarts (the Node's GPUs leave its allocatable while the plugin is away
+    and come back) and while the kubelet restarts; after both, a new pod gets the other GPU."""
+    n = cluster.node
+    cluster.pod("steady", {"containers": [container("main", SEE + "; sleep 300", "nvidia.com/gpu")]})
+    try:
+        wait_for(lambda: len(cluster.logs_so_far("steady", "main")) == 1, 60,
+                 lambda: json.dumps(cluster.status("steady")))
+        held = cluster.logs_so_far("steady", "main")
+        n.stop_plugin()
+        wait_for(lambda: _allocatable(cluster.plane).get("nvidia.com/gpu") == "0", 60,
+                 lambda: f"allocatable {_allocatable(cluster.plane)}")
+        n.start_plugin()
+        wait_for(lambda: _allocatable(cluster.plane).get("nvidia.com/gpu") == "2", 60,
+                 lambda: f"allocatable {_allocatable(cluster.plane)}\n{n.plugin_log.read_text()[-2000:]}")
+        said = n.plugin_log.read_text().count("nvidia.com/gpu: registered with the kubelet")
+        n.restart_kubelet()
+        wait_for(lambda: n.plugin_log.read_text().count("nvidia.com/gpu: registered with the kubelet") > said, 30,
+                 lambda: n.plugin_log.read_text()[-2000:])
+        cluster.pod("fresh", {"containers": [container("main", SEE, "nvidia.com/gpu")]})
+        fresh = cluster.logs("fresh", "main")
+        assert len(fresh) == 1 and fresh != held, (fresh, held)
+        assert cluster.status("steady")["phase"] == "Running"
+    finally:
+        cluster.delete("steady", "fresh")

@@ -122,12 +122,48 @@ def test_the_labels_and_the_exporter_come_from_the_installed_product(
     plane, n = installed
     labels = n.box.path("/etc/kubernetes/node-feature-discovery/features.d/gpuhook").read_text()
     assert "nvidia.com/gpu.count=2" in labels.splitlines(), labels
-    pod: Any = next(iter(plane.get("pods", "", NAMESPACE)["items"]))
-    url = f"http://{pod['status']['podIP']}:9835/metrics"
-    with urllib.request.urlopen(url, timeout=10) as answer:
-        metrics = answer.read().decode()
+    metrics = _metrics(plane)
     info = [line for line in metrics.splitlines() if line.startswith("gpuhook_gpu_info{")]
     assert len(info) == 4, metrics[:3000]  # 2 NVIDIA + 2 AMD on the simulated host
+
+
+def _metrics(plane: ControlPlane) -> str:
+    pod: Any = next(iter(plane.get("pods", "", NAMESPACE)["items"]))
+    with urllib.request.urlopen(f"http://{pod['status']['podIP']}:9835/metrics", timeout=10) as answer:
+        return str(answer.read().decode())
+
+
+def test_the_exporter_names_the_pod_namespace_and_container_holding_a_gpu(
+        installed: tuple[ControlPlane, InstalledNode]) -> None:
+    plane, _ = installed
+    spec = {"runtimeClassName": "gpuhook", "restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+            "containers": [container("main", SEE + "; sleep 60", "nvidia.com/gpu")]}
+    plane.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "watched", "namespace": "default"},
+                 "spec": spec})
+    try:
+        wait_for(lambda: plane.get("pod", "watched")["status"].get("phase") == "Running", 60,
+                 lambda: json.dumps(plane.get("pod", "watched")["status"]))
+
+        def series() -> list[str]:
+            return [line for line in _metrics(plane).splitlines() if line.startswith("gpuhook_gpu_allocated{")
+                    and 'pod="watched"' in line]
+        wait_for(lambda: bool(series()), 30, lambda: _metrics(plane)[:3000])
+        assert len(series()) == 1 and 'namespace="default"' in series()[0] and 'container="main"' in series()[0]
+    finally:
+        plane.kubectl("delete", "pod", "watched", "--wait", "--timeout", "60s", check=False, timeout=90)
+
+
+def test_time_slicing_set_by_helm_upgrade_reaches_the_nodes_capacity(
+        installed: tuple[ControlPlane, InstalledNode], helm_env: dict[str, str]) -> None:
+    """helm upgrade with devicePlugin.timeSlicing.replicas=2: the changed config rolls the DaemonSet's pod, its
+    install writes the node's new config, and the plugin advertises two shares per GPU."""
+    plane, n = installed
+    helm(helm_env, "upgrade", "gpu", str(CHART), "--namespace", NAMESPACE, "--reuse-values",
+         "--set=devicePlugin.timeSlicing.replicas=2", plane=plane)
+    wait_for(lambda: _allocatable(plane).get("nvidia.com/gpu") == "4" and _allocatable(plane).get(
+        "amd.com/gpu") == "4", 300, lambda: f"allocatable {_allocatable(plane)}\n{_why(plane, n)}")
+    labels = n.box.path("/etc/kubernetes/node-feature-discovery/features.d/gpuhook").read_text().splitlines()
+    assert "nvidia.com/gpu.replicas=2" in labels and "nvidia.com/gpu.sharing-strategy=time-slicing" in labels
 
 
 def test_uninstalling_takes_the_device_plugin_away(installed: tuple[ControlPlane, InstalledNode],
