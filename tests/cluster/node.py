@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpuhook.testing.simulate import HostSpec
 from tests.e2e import cri_env
 from tests.support import oci_image
 
@@ -117,10 +118,11 @@ authorization: {{mode: AlwaysAllow}}
 
 @contextlib.contextmanager
 def node(d: Path, base_rootfs: str, shim: str, gpuhook: str, plane: ControlPlane | None = None,
-         containerd: str = "containerd") -> Iterator[Node]:
+         containerd: str = "containerd", host_spec: HostSpec | None = None, kubernetes: str = "") -> Iterator[Node]:
+    """`host_spec`: the simulated host (2 NVIDIA + 2 AMD GPUs by default); `kubernetes`: more [kubernetes] keys."""
     kubelet = components() / "kubelet"
-    with cri_env.start(d, base_rootfs, shim, gpuhook, gpuhook_extra=CLUSTER, default_gpuhook=True,
-                       containerd=containerd, network=plane is not None) as env:
+    with cri_env.start(d, base_rootfs, shim, gpuhook, gpuhook_extra=CLUSTER + kubernetes, default_gpuhook=True,
+                       containerd=containerd, network=plane is not None, host_spec=host_spec) as env:
         root = d / "kubelet"
         manifests = d / "manifests"
         for sub in (root / "device-plugins", manifests, d / "pod-logs"):
