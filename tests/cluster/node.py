@@ -118,11 +118,14 @@ authorization: {{mode: AlwaysAllow}}
 
 @contextlib.contextmanager
 def node(d: Path, base_rootfs: str, shim: str, gpuhook: str, plane: ControlPlane | None = None,
-         containerd: str = "containerd", host_spec: HostSpec | None = None, kubernetes: str = "") -> Iterator[Node]:
-    """`host_spec`: the simulated host (2 NVIDIA + 2 AMD GPUs by default); `kubernetes`: more [kubernetes] keys."""
+         containerd: str = "containerd", host_spec: HostSpec | None = None, kubernetes: str = "",
+         cdi_dirs: tuple[str, ...] = ()) -> Iterator[Node]:
+    """`host_spec`: the simulated host (2 NVIDIA + 2 AMD GPUs by default); `kubernetes`: more [kubernetes] keys;
+    `cdi_dirs`: containerd 2's CDI spec directories."""
     kubelet = components() / "kubelet"
     with cri_env.start(d, base_rootfs, shim, gpuhook, gpuhook_extra=CLUSTER + kubernetes, default_gpuhook=True,
-                       containerd=containerd, network=plane is not None, host_spec=host_spec) as env:
+                       containerd=containerd, network=plane is not None, host_spec=host_spec,
+                       cdi_dirs=cdi_dirs) as env:
         root = d / "kubelet"
         manifests = d / "manifests"
         for sub in (root / "device-plugins", manifests, d / "pod-logs"):

@@ -393,7 +393,7 @@ def start(d: Path, base_rootfs: str, shim: str, gpuhook: str, host_spec: HostSpe
           ready_timeout: float = 30.0, gpuhook_extra: str = "", default_gpuhook: bool = False,
           containerd: str = "containerd", network: bool = False, register: bool = True,
           spawn: Spawn | None = None, config_file: Path | None = None, config_at: str | None = None,
-          more_images: Sequence[tuple[str, str]] = ()) -> Iterator[CriEnv]:
+          more_images: Sequence[tuple[str, str]] = (), cdi_dirs: Sequence[str] = ()) -> Iterator[CriEnv]:
     """containerd with CRI in `d`, the gpuhook runtime registered for `shim` (gpuhook-runtime) and `gpuhook`
     (the hook binary; containerd's default runtime if `default_gpuhook`), both images imported; yields a CriEnv;
     stops everything on the way out. `containerd`: the binary (Debian's 1.6 by default; a 2.x one takes a version 3
@@ -401,7 +401,8 @@ def start(d: Path, base_rootfs: str, shim: str, gpuhook: str, host_spec: HostSpe
     gpuhook is installed by its DaemonSet: `register=False` leaves gpuhook out of containerd's config and its env,
     `spawn` starts containerd (as the node's service manager would), `config_file` is where its config is written and
     `config_at` the path containerd is told (where that is bound in the node's mount namespace); `more_images`:
-    (OCI archive, name) to import too."""
+    (OCI archive, name) to import too; `cdi_dirs`: containerd 2's CDI spec directories (instead of /etc/cdi and
+    /var/run/cdi)."""
     d.mkdir(parents=True, exist_ok=True)
     socket = str(d / "containerd.sock")
     cni = d / "cni"
@@ -417,6 +418,12 @@ def start(d: Path, base_rootfs: str, shim: str, gpuhook: str, host_spec: HostSpe
     version = subprocess.run([containerd, "--version"], capture_output=True, text=True, check=True).stdout
     config = base_config_v3 if " v2." in version or " 2." in version else base_config
     text = config(d, socket, cni)
+    if cdi_dirs:
+        if config is not base_config_v3:
+            raise ValueError("cdi_dirs: containerd 1.6 has no CDI")
+        dirs = ", ".join(json.dumps(c) for c in cdi_dirs)
+        text = text.replace("  restrict_oom_score_adj = true\n",
+                            f"  restrict_oom_score_adj = true\n  enable_cdi = true\n  cdi_spec_dirs = [{dirs}]\n")
     if register:
         text = containerd_engine.edit(text, Wanted(shim=shim, gpuhook=gpuhook, config=str(gpuhook_config),
                                                    set_default=default_gpuhook))
