@@ -72,7 +72,7 @@ def serve(path: str = "", spares: int = SPARES) -> int:
     hot: set[int] = set()  # the pages calls write (warm_memory.py)
     served = 0
     try:
-        while fresh() and _current(installed):  # the daemon stats every file too, once a second
+        while _current(installed) and not (watch.usable() and watch.changed()):  # the daemon stats them all too
             while len(waiting) < spares:
                 memo = os.memfd_create("gpuhook-warm-pages") if served < LEARN_FROM else -1
                 me = os.getpid()

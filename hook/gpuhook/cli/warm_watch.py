@@ -2,8 +2,8 @@
 asks "has any of it changed?" with one poll instead of a stat per file (hundreds: about 2 ms in a fresh worker,
 on every call). A file changed in place, touched, replaced by a rename over it, or removed raises an event on the
 inode the helper loaded (IN_ATTRIB covers a link count going to 0); nobody reads the events, so once one is
-there every later worker sees it too, and the daemon retires. Where inotify cannot watch every file, `changed`
-is None and the caller stats the files as before."""
+there every later worker sees it too, and the daemon retires. Where inotify cannot watch every file, `usable()`
+is False and the caller stats the files as before."""
 
 from __future__ import annotations
 
