@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .control_plane import stop as stop_process
+
 # (host path, "tmpfs" | "dir"): what the node's software writes, private to the box
 HOST_PATHS = (("/var/lib/kubelet", "tmpfs"), ("/opt", "tmpfs"), ("/usr/local/bin", "dir"),
               ("/usr/local/sbin", "dir"), ("/etc/gpuhook", "dir"), ("/var/lib/gpuhook", "dir"),
@@ -94,13 +96,9 @@ class Service:
         self.send_signal(signal.SIGKILL)
 
     def stop(self, timeout: float = 20) -> None:
+        """SIGTERM, SIGKILL after `timeout`; not brought back until restarted."""
         self.stopped = True
-        self.send_signal(signal.SIGTERM)
-        try:
-            self.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            self.wait()
+        stop_process(self.proc, timeout)
 
     def restart(self) -> None:
         self.stop()

@@ -22,6 +22,7 @@ from typing import Any
 from gpuhook.testing.simulate import HostSpec
 from tests.e2e import cri_env
 from tests.support import oci_image
+from tests.support.cri_client import log_output
 
 from .box import Box, box
 from .control_plane import NODE, ControlPlane, stop
@@ -122,16 +123,11 @@ def node(d: Path, base_rootfs: str, shim: str, gpuhook: str, plane: ControlPlane
          cdi_dirs: tuple[str, ...] = ()) -> Iterator[Node]:
     """`host_spec`: the simulated host (2 NVIDIA + 2 AMD GPUs by default); `kubernetes`: more [kubernetes] keys;
     `cdi_dirs`: containerd 2's CDI spec directories."""
-    kubelet = components() / "kubelet"
     with cri_env.start(d, base_rootfs, shim, gpuhook, gpuhook_extra=CLUSTER + kubernetes, default_gpuhook=True,
                        containerd=containerd, network=plane is not None, host_spec=host_spec,
                        cdi_dirs=cdi_dirs) as env:
-        root = d / "kubelet"
+        argv = kubelet_argv(d, env, plane)
         manifests = d / "manifests"
-        for sub in (root / "device-plugins", manifests, d / "pod-logs"):
-            sub.mkdir(parents=True, exist_ok=True)
-        config = d / "kubelet.yaml"
-        config.write_text(KUBELET_CONFIG.format(manifests=manifests, socket=env.socket, logs=d / "pod-logs"))
         plugin_log, kubelet_log = d / "device-plugin.log", d / "kubelet.log"
         genv = {**os.environ, "GPUHOOK_CONFIG": env.gpuhook_config}
         made = not os.path.isdir(KUBELET_DIR)
@@ -141,10 +137,6 @@ def node(d: Path, base_rootfs: str, shim: str, gpuhook: str, plane: ControlPlane
         private = (f"mount -t tmpfs -o mode=0700 tmpfs {KUBELET_DIR} && mkdir {KUBELET_DIR}/device-plugins && "
                    f'exec "$@"')
         with open(plugin_log, "w") as plog, open(kubelet_log, "w") as klog:
-            argv = [str(kubelet), "--config", str(config), "--root-dir", str(root), "--cert-dir", str(d / "pki"),
-                    "--hostname-override", NODE, "--v", "2"]
-            if plane is not None:
-                argv += ["--kubeconfig", str(plane.kubelet)]
             kproc = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c", private, "kubelet",
                                       *argv], stdout=klog, stderr=subprocess.STDOUT, start_new_session=True)
             wait_for(lambda: "Creating device plugin registration server" in kubelet_log.read_text(), 30,
@@ -169,6 +161,25 @@ def node(d: Path, base_rootfs: str, shim: str, gpuhook: str, plane: ControlPlane
                 if made:
                     with contextlib.suppress(OSError):
                         os.rmdir(KUBELET_DIR)
+
+
+def kubelet_argv(d: Path, env: cri_env.CriEnv, plane: ControlPlane | None) -> list[str]:
+    """The kubelet's command line, its config (KUBELET_CONFIG, static pods from d/manifests) and directories under
+    `d`; registered with `plane` where there is one. Writes the config, makes the directories."""
+    for sub in (d / "kubelet" / "device-plugins", d / "manifests", d / "pod-logs"):
+        sub.mkdir(parents=True, exist_ok=True)
+    config = d / "kubelet.yaml"
+    config.write_text(KUBELET_CONFIG.format(manifests=d / "manifests", socket=env.socket, logs=d / "pod-logs"))
+    argv = [str(components() / "kubelet"), "--config", str(config), "--root-dir", str(d / "kubelet"), "--cert-dir",
+            str(d / "pki"), "--hostname-override", NODE, "--v", "2"]
+    return argv + (["--kubeconfig", str(plane.kubelet)] if plane is not None else [])
+
+
+def printed(node_dir: Path, pod: str, container: str) -> list[str]:
+    """What a container printed, from the newest of its CRI logs under the node's pod-logs (`pod`: the log
+    directory's <namespace>_<pod name> prefix); nothing before it has one."""
+    files = sorted((node_dir / "pod-logs").glob(f"{pod}_*/{container}/*.log"))
+    return log_output(str(files[-1])).splitlines() if files else []
 
 
 def wait_for(ready: Any, timeout: float, why: Any) -> None:
@@ -216,15 +227,10 @@ def installer_image(base_rootfs: str, out: Path) -> Path:
     files = subprocess.run(["git", "-C", str(REPO), "ls-files", "-co", "--exclude-standard", "-z"],
                            capture_output=True, check=True).stdout.decode().split("\0")
     for name in filter(None, files):
-        source = REPO / name
-        if source.is_file() and not source.is_symlink():
-            target = rootfs / "src" / name
+        source, target = REPO / name, rootfs / "src" / name
+        if source.is_symlink() or source.is_file():  # a link as a link; a file deleted but tracked is left out
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target)
-        elif source.is_symlink():
-            target = rootfs / "src" / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.symlink_to(os.readlink(source))
+            shutil.copy2(source, target, follow_symlinks=False)
     subprocess.run(["bash", str(REPO / "packaging/download-wheels.sh"), str(rootfs / "src/packaging/wheels")],
                    env={**os.environ, "PYTHON": str(REPO / ".venv/bin/python")}, check=True, capture_output=True,
                    timeout=300)
@@ -247,7 +253,6 @@ class InstalledNode:
 @contextlib.contextmanager
 def installed_node(d: Path, base_rootfs: str, plane: ControlPlane, containerd: str = "containerd"
                    ) -> Iterator[InstalledNode]:
-    kubelet = components() / "kubelet"
     d.mkdir(parents=True, exist_ok=True)
     tar = installer_image(base_rootfs, d)
     with box(d / "box") as b:
@@ -256,14 +261,8 @@ def installed_node(d: Path, base_rootfs: str, plane: ControlPlane, containerd: s
                            spawn=b.spawner("containerd"), config_file=etc_containerd / "config.toml",
                            config_at="/etc/containerd/config.toml",
                            more_images=[(str(tar), INSTALLER_IMAGE)]) as env:
-            config = d / "kubelet.yaml"
-            (d / "manifests").mkdir(exist_ok=True)
-            config.write_text(KUBELET_CONFIG.format(manifests=d / "manifests", socket=env.socket,
-                                                    logs=d / "pod-logs"))
             kubelet_log = d / "kubelet.log"
-            argv = [str(kubelet), "--config", str(config), "--root-dir", str(d / "kubelet"), "--cert-dir",
-                    str(d / "pki"), "--hostname-override", NODE, "--kubeconfig", str(plane.kubelet), "--v", "2"]
-            b.spawner("kubelet")(argv, dict(os.environ), kubelet_log)
+            b.spawner("kubelet")(kubelet_argv(d, env, plane), dict(os.environ), kubelet_log)
             try:
                 yield InstalledNode(d, env, b, kubelet_log)
             finally:

@@ -18,7 +18,7 @@ import pytest
 from tests.e2e import conftest
 
 from .control_plane import NODE, ControlPlane, control_plane
-from .node import Node, components, node, wait_for
+from .node import Node, components, node, printed, wait_for
 
 IMAGE = "gpuhook.test/base:1"
 SEE = "ls /dev | grep -E '^(nvidia[0-9]+|renderD[0-9]+)$' || true; ls /dev/dri 2>/dev/null | grep render || true"
@@ -41,9 +41,7 @@ class Cluster:
 
     def logs_so_far(self, pod: str, container: str) -> list[str]:
         """What a running container has printed (its CRI log's lines)."""
-        files = sorted((self.node.d / "pod-logs").glob(f"default_{pod}_*/{container}/*.log"))
-        return [line.split(" ", 3)[3] for line in files[-1].read_text().splitlines()
-                if line.count(" ") >= 3] if files else []
+        return printed(self.node.d, f"default_{pod}", container)
 
     def logs(self, pod: str, container: str, timeout: float = 90) -> list[str]:
         """What the container printed, once it ended (the kubelet's log of it, CRI's format)."""
@@ -53,10 +51,9 @@ class Cluster:
             states = {c["name"]: c.get("state", {}) for c in
                       status.get("initContainerStatuses", []) + status.get("containerStatuses", [])}
             if "terminated" in states.get(container, {}):
-                files = sorted((self.node.d / "pod-logs").glob(f"default_{pod}_*/{container}/*.log"))
-                assert files, f"{pod}/{container} ended without a log"
-                return [line.split(" ", 3)[3] for line in files[-1].read_text().splitlines()
-                        if line.count(" ") >= 3]
+                assert list((self.node.d / "pod-logs").glob(f"default_{pod}_*/{container}/*.log")), \
+                    f"{pod}/{container} ended without a log"
+                return printed(self.node.d, f"default_{pod}", container)
             time.sleep(0.5)
         raise AssertionError(f"{pod}/{container} did not end: {json.dumps(self.status(pod))[:3000]}\n"
                              f"{self.node.kubelet_log.read_text()[-3000:]}\n{self.node.plugin_log.read_text()}")

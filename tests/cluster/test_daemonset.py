@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from .control_plane import NODE, ControlPlane, control_plane
-from .node import INSTALLER_IMAGE, InstalledNode, components, installed_node, wait_for
+from .node import INSTALLER_IMAGE, InstalledNode, components, installed_node, printed, wait_for
 from .test_cluster import SEE, _allocatable, _ready, container
 from .test_helm import CHART, helm
 
@@ -58,8 +58,7 @@ def _why(plane: ControlPlane, n: InstalledNode) -> str:
 
 
 def _pod_log(n: InstalledNode, container_name: str) -> str:
-    files = sorted((n.d / "pod-logs").glob(f"{NAMESPACE}_gpu-*/{container_name}/*.log"))
-    return "\n".join(line.split(" ", 3)[3] for line in files[-1].read_text().splitlines() if line.count(" ") >= 3)
+    return "\n".join(printed(n.d, f"{NAMESPACE}_gpu-*", container_name))
 
 
 def test_the_daemonset_installs_gpuhook_and_registers_it_with_containerd(
@@ -110,8 +109,7 @@ def test_a_pod_on_the_runtime_class_gets_its_gpu_through_the_installed_runtime(
         wait_for(lambda: plane.get("pod", "through")["status"].get("phase") in ("Succeeded", "Failed"), 90,
                  lambda: json.dumps(plane.get("pod", "through")["status"]))
         assert plane.get("pod", "through")["status"]["phase"] == "Succeeded"
-        files = sorted((n.d / "pod-logs").glob("default_through_*/main/*.log"))
-        seen = [line.split(" ", 3)[3] for line in files[-1].read_text().splitlines() if line.count(" ") >= 3]
+        seen = printed(n.d, "default_through", "main")
         assert len(seen) == 1 and seen[0].startswith("nvidia"), seen
     finally:
         plane.kubectl("delete", "pod", "through", "--wait", "--timeout", "60s", check=False, timeout=90)

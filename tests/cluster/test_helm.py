@@ -43,15 +43,20 @@ def one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     return found[0]
 
 
-def config_in_effect(docs: list[dict[str, Any]], tmp_path: Path) -> str:
-    """The node's config.toml as the chart renders it, as gpuhook reads it (`gpuhook config show` validates it
-    against gpuhook's schema and fails on any key or value it does not take)."""
+def config_show(docs: list[dict[str, Any]], tmp_path: Path) -> tuple[str, subprocess.CompletedProcess[str]]:
+    """The node's config.toml as the chart renders it, and `gpuhook config show` on it (which validates it against
+    gpuhook's schema and fails on any key or value it does not take)."""
     path = tmp_path / "config.toml"
     path.write_text(one(docs, "ConfigMap")["data"]["config.toml"])
-    done = subprocess.run([conftest.GPUHOOK, "config", "show"], capture_output=True, text=True, check=False,
-                          env={"GPUHOOK_CONFIG": str(path), "PATH": "/usr/bin:/bin"})
+    return path.read_text(), subprocess.run([conftest.GPUHOOK, "config", "show"], capture_output=True, text=True,
+                                            check=False, env={"GPUHOOK_CONFIG": str(path), "PATH": "/usr/bin:/bin"})
+
+
+def config_in_effect(docs: list[dict[str, Any]], tmp_path: Path) -> str:
+    """The node's config.toml as the chart renders it, once gpuhook has accepted it."""
+    text, done = config_show(docs, tmp_path)
     assert done.returncode == 0, done.stderr
-    return path.read_text()
+    return text
 
 
 def test_the_chart_lints_clean(helm_env: dict[str, str]) -> None:
@@ -99,11 +104,7 @@ def test_values_reach_the_nodes_config(helm_env: dict[str, str], tmp_path: Path)
 def test_a_config_value_gpuhook_refuses_fails_on_the_node_not_silently(helm_env: dict[str, str],
                                                                      tmp_path: Path) -> None:
     """config is gpuhook's own: a key gpuhook does not know is caught by gpuhook's validation, in one line."""
-    docs = render(helm_env, "config.tuning.turbo=true")
-    path = tmp_path / "config.toml"
-    path.write_text(one(docs, "ConfigMap")["data"]["config.toml"])
-    done = subprocess.run([conftest.GPUHOOK, "config", "show"], capture_output=True, text=True, check=False,
-                          env={"GPUHOOK_CONFIG": str(path), "PATH": "/usr/bin:/bin"})
+    _, done = config_show(render(helm_env, "config.tuning.turbo=true"), tmp_path)
     assert done.returncode != 0 and "turbo" in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from tests.e2e import conftest
 
-from .node import Node, node, wait_for
+from .node import Node, node, printed, wait_for
 
 IMAGE = "gpuhook.test/base:1"
 SEE = "ls /dev | grep -E '^(nvidia[0-9]+|renderD[0-9]+)$' || true; ls /dev/dri 2>/dev/null | grep render || true"
@@ -36,9 +36,9 @@ def _logs(n: Node, pod: str, container: str, timeout: float = 90) -> list[str]:
     while time.monotonic() < deadline:
         done = [c for c in n.containers() if c.metadata.name == container and c.labels.get(
             "io.kubernetes.pod.name", "").startswith(pod) and c.state == 2]  # CONTAINER_EXITED
-        logs = sorted((n.d / "pod-logs").glob(f"default_{pod}-gpuhook-node_*/{container}/*.log"))
+        logs = list((n.d / "pod-logs").glob(f"default_{pod}-gpuhook-node_*/{container}/*.log"))
         if done and logs:
-            return [line.split(" ", 3)[3] for line in logs[-1].read_text().splitlines() if line.count(" ") >= 3]
+            return printed(n.d, f"default_{pod}-gpuhook-node", container)
         time.sleep(0.5)
     raise AssertionError(f"{pod}/{container} did not run to its end: {n.kubelet_log.read_text()[-4000:]}\n"
                          f"{n.plugin_log.read_text()}")

@@ -179,13 +179,9 @@ def build_pause(rootfs: Path) -> None:
         (rootfs / d).mkdir(exist_ok=True)
 
 
-def base_config(d: Path, socket: str, cni: Path) -> str:
-    """containerd's config.toml (version 2) before gpuhook registers itself: private root/state/socket, CRI on
-    the native snapshotter with our pause image, a `runc` runtime, no AppArmor, no CNI config (host network),
-    oom_score_adj no lower than containerd's own (a sandbox's -998 needs CAP_SYS_RESOURCE, which a CI container
-    may lack)."""
-    cri = 'plugins."io.containerd.grpc.v1.cri"'
-    return f"""version = 2
+def _head(version: int, d: Path, socket: str) -> str:
+    """What both config versions begin with: the private root, state, sockets and opt directory."""
+    return f"""version = {version}
 root = "{d}/root"
 state = "{d}/state"
 oom_score = 0
@@ -201,7 +197,16 @@ oom_score = 0
 
 [plugins."io.containerd.internal.v1.opt"]
   path = "{d}/opt"
+"""
 
+
+def base_config(d: Path, socket: str, cni: Path) -> str:
+    """containerd's config.toml (version 2) before gpuhook registers itself: private root/state/socket, CRI on
+    the native snapshotter with our pause image, a `runc` runtime, no AppArmor, no CNI config (host network),
+    oom_score_adj no lower than containerd's own (a sandbox's -998 needs CAP_SYS_RESOURCE, which a CI container
+    may lack)."""
+    cri = 'plugins."io.containerd.grpc.v1.cri"'
+    return _head(2, d, socket) + f"""
 [{cri}]
   sandbox_image = "{PAUSE_IMAGE}"
   disable_apparmor = true
@@ -230,23 +235,7 @@ def base_config_v3(d: Path, socket: str, cni: Path) -> str:
     """The same for containerd 2 (config version 3: the CRI plugin split into images and runtime), CDI on as
     containerd 2 has it by default."""
     images, runtime = "plugins.'io.containerd.cri.v1.images'", "plugins.'io.containerd.cri.v1.runtime'"
-    return f"""version = 3
-root = "{d}/root"
-state = "{d}/state"
-oom_score = 0
-
-[grpc]
-  address = "{socket}"
-
-[ttrpc]
-  address = "{socket}.ttrpc"
-
-[debug]
-  level = "info"
-
-[plugins.'io.containerd.internal.v1.opt']
-  path = "{d}/opt"
-
+    return _head(3, d, socket) + f"""
 [{images}]
   snapshotter = "native"
   disable_snapshot_annotations = true
