@@ -382,7 +382,8 @@ def start(d: Path, base_rootfs: str, shim: str, gpuhook: str, host_spec: HostSpe
           ready_timeout: float = 30.0, gpuhook_extra: str = "", default_gpuhook: bool = False,
           containerd: str = "containerd", network: bool = False, register: bool = True,
           spawn: Spawn | None = None, config_file: Path | None = None, config_at: str | None = None,
-          more_images: Sequence[tuple[str, str]] = (), cdi_dirs: Sequence[str] = ()) -> Iterator[CriEnv]:
+          more_images: Sequence[tuple[str, str]] = (), cdi_dirs: Sequence[str] = (),
+          registration: Callable[[str, Wanted], str] | None = None) -> Iterator[CriEnv]:
     """containerd with CRI in `d`, the gpuhook runtime registered for `shim` (gpuhook-runtime) and `gpuhook`
     (the hook binary; containerd's default runtime if `default_gpuhook`), both images imported; yields a CriEnv;
     stops everything on the way out. `containerd`: the binary (Debian's 1.6 by default; a 2.x one takes a version 3
@@ -391,7 +392,8 @@ def start(d: Path, base_rootfs: str, shim: str, gpuhook: str, host_spec: HostSpe
     `spawn` starts containerd (as the node's service manager would), `config_file` is where its config is written and
     `config_at` the path containerd is told (where that is bound in the node's mount namespace); `more_images`:
     (OCI archive, name) to import too; `cdi_dirs`: containerd 2's CDI spec directories (instead of /etc/cdi and
-    /var/run/cdi)."""
+    /var/run/cdi); `registration(config, wanted)`: the config containerd reads, from the one before gpuhook (by
+    default `gpuhook configure containerd`'s edit of config.toml; a k3s template's way in tests/cluster)."""
     d.mkdir(parents=True, exist_ok=True)
     socket = str(d / "containerd.sock")
     cni = d / "cni"
@@ -414,8 +416,8 @@ def start(d: Path, base_rootfs: str, shim: str, gpuhook: str, host_spec: HostSpe
         text = text.replace("  restrict_oom_score_adj = true\n",
                             f"  restrict_oom_score_adj = true\n  enable_cdi = true\n  cdi_spec_dirs = [{dirs}]\n")
     if register:
-        text = containerd_engine.edit(text, Wanted(shim=shim, gpuhook=gpuhook, config=str(gpuhook_config),
-                                                   set_default=default_gpuhook))
+        text = (registration or containerd_engine.edit)(
+            text, Wanted(shim=shim, gpuhook=gpuhook, config=str(gpuhook_config), set_default=default_gpuhook))
     (config_file or d / "containerd.toml").write_text(text)
 
     images = d / "images"

@@ -7,6 +7,7 @@
 #   containerd/  github.com/containerd/containerd/v2 v2.4.2: containerd, containerd-shim-runc-v2
 #   cri-tools/   sigs.k8s.io/cri-tools v1.37.0: crictl
 #   helm/        helm.sh/helm/v3 v3.22.0: helm
+#   gotemplate/  Go's text/template alone: renders a k3s/RKE2 containerd config template as those distributions do
 # Once per machine: each component's binaries go to a cache directory keyed by its module set and build flags, and
 # later runs reuse them (a change to one component rebuilds that one). GPUHOOK_COMPONENTS_CACHE moves the cache.
 #   bash tools/components/build.sh      prints one directory with links to every binary
@@ -39,6 +40,7 @@ build() {
 }
 
 build etcd "" gpuhook.dev/tests/components/etcd
+build gotemplate "" gpuhook.dev/tests/components/gotemplate
 build containerd "-X github.com/containerd/containerd/v2/version.Version=$(version containerd github.com/containerd/containerd/v2)" \
   github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2
 build cri-tools "-X sigs.k8s.io/cri-tools/pkg/version.Version=$(version cri-tools sigs.k8s.io/cri-tools)" \

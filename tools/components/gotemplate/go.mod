@@ -1,0 +1,3 @@
+module gpuhook.dev/tests/components/gotemplate
+
+go 1.26
