@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -158,6 +159,7 @@ def test_hostile_links_never_lead_outside(mixed_host: str, run_container: Run, t
         assert r.rc != 0 and "the image's /dev is a symbolic link" in r.err
     if r.rc != 0:
         assert r.err.strip(), "a refusal must say why"
+        assert "Traceback" not in r.err, r.err
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -233,3 +235,32 @@ def test_image_env_never_reaches_host_processes(mixed_host: str, run_container: 
 
 def test_stub_build_is_used() -> None:
     assert os.path.exists(build("tool.c", "nvidia-debugdump"))
+
+
+_LIVE = """
+import os, sys
+from gpuhook.apply.live import apply
+from gpuhook.edits import Edits, Mount
+pid, root = int(sys.argv[1]), sys.argv[2]
+before = os.readlink("/proc/self/ns/mnt")
+apply(Edits(), pid, root, "/", "/sbin/ldconfig", 0, set())
+print("done", os.readlink("/proc/self/ns/mnt") == before)
+try:
+    apply(Edits(mounts=(Mount("/nonexistent-gpuhook-source", "/x"),)), pid, root, "/", "/sbin/ldconfig", 0, set())
+except FileNotFoundError:
+    print("failed", os.readlink("/proc/self/ns/mnt") == before)
+"""
+
+
+def test_a_live_apply_returns_to_the_hooks_own_mount_namespace(tmp_path: Path) -> None:
+    """Whether it worked or failed, the hook is back in its own mount namespace afterwards: its records, tuning
+    and a refusal's count read and write the host, not paths the container's namespace resolves."""
+    target = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sleep", "60"])
+    try:
+        done = subprocess.run([sys.executable, "-c", _LIVE, str(target.pid), str(tmp_path)],
+                              capture_output=True, text=True, check=False, timeout=60,
+                              env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "hook")})
+    finally:
+        target.kill()
+        target.wait()
+    assert done.stdout.split("\n")[:2] == ["done True", "failed True"], done.stdout + done.stderr

@@ -54,18 +54,17 @@ def apply(edits: Edits, pid: int, root_path: str, host_base: str, ldconfig: str,
     """Apply `edits` to the container whose init process is `pid` (all but UNAPPLIED); `libraries` are gpuhook's
     mounts the spec already has (the linker cache must see them), `spec` its config.json (the rules a cgroup v2
     filter keeps). The cgroup v2 device filter swapped, if one was. Mounts, creates nodes, writes cgroupfs or
-    replaces the device filter."""
+    replaces the device filter. Back in this process's own mount namespace on the way out, whatever happened:
+    what the caller does next (records, tuning, a refusal's count) reads and writes the host, never paths the
+    container's namespace would resolve."""
     swap = cgroups.allow(pid, edits.device_rules, spec)
     owner = root_ids(pid) if in_user_namespace(pid) else None
     home = os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+    held: list[int] = []
     try:
         _enter(f"/proc/{pid}/ns/mnt")
-        sources = {m.container_path: os.open(m.host_path, os.O_PATH | os.O_CLOEXEC) for m in edits.mounts}
-        node_sources = {n.path: _host_node(host_base, n.path) for n in edits.device_nodes}
-    except BaseException:
-        os.close(home)
-        raise
-    try:
+        sources = {m.container_path: _opened(held, m.host_path) for m in edits.mounts}
+        node_sources = {n.path: _opened(held, host_base.rstrip("/") + n.path) for n in edits.device_nodes}
         with WritableRoot(root_path) as root:
             if owner is None:
                 for n in edits.device_nodes:
@@ -81,9 +80,20 @@ def apply(edits: Edits, pid: int, root_path: str, host_base: str, ldconfig: str,
             mounts = ((m.host_path, m.container_path) for m in (*libraries, *edits.mounts))
             linker_cache.refresh(root_path, ldconfig, edits.ldcache_dirs, mounts, state_dir, timeout)
     finally:
-        for fd in (home, *sources.values(), *node_sources.values()):
+        for fd in held:
             os.close(fd)
+        try:
+            syscalls.setns(home, syscalls.CLONE_NEWNS)
+        finally:
+            os.close(home)
     return swap
+
+
+def _opened(held: list[int], path: str) -> int:
+    """`path` opened O_PATH, kept in `held` to be closed."""
+    fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    held.append(fd)
+    return fd
 
 
 def _enter(ns_path: str) -> None:
@@ -130,10 +140,6 @@ def _open_if_there(root: WritableRoot, path: str) -> int | None:
         return root.open(path)
     except FileNotFoundError:
         return None
-
-
-def _host_node(host_base: str, path: str) -> int:
-    return os.open(host_base.rstrip("/") + path, os.O_PATH | os.O_CLOEXEC)
 
 
 def in_user_namespace(pid: int, proc: str = "/proc") -> bool:
