@@ -121,11 +121,18 @@ authorization: {{mode: AlwaysAllow}}
 def node(d: Path, base_rootfs: str, shim: str, gpuhook: str, plane: ControlPlane | None = None,
          containerd: str = "containerd", host_spec: HostSpec | None = None, kubernetes: str = "",
          cdi_dirs: tuple[str, ...] = ()) -> Iterator[Node]:
-    """`host_spec`: the simulated host (2 NVIDIA + 2 AMD GPUs by default); `kubernetes`: more [kubernetes] keys;
-    `cdi_dirs`: containerd 2's CDI spec directories."""
-    with cri_env.start(d, base_rootfs, shim, gpuhook, gpuhook_extra=CLUSTER + kubernetes, default_gpuhook=True,
-                       containerd=containerd, network=plane is not None, host_spec=host_spec,
-                       cdi_dirs=cdi_dirs) as env:
+    """`containerd`: its binary, or "crio" for CRI-O (crio.py); `host_spec`: the simulated host (2 NVIDIA + 2 AMD
+    GPUs by default); `kubernetes`: more [kubernetes] keys; `cdi_dirs`: containerd 2's CDI spec directories."""
+    if containerd == "crio":
+        from . import crio
+
+        runtime = crio.start(d, base_rootfs, shim, gpuhook, host_spec, CLUSTER + kubernetes, default_gpuhook=True,
+                             network=plane is not None)
+    else:
+        runtime = cri_env.start(d, base_rootfs, shim, gpuhook, gpuhook_extra=CLUSTER + kubernetes,
+                                default_gpuhook=True, containerd=containerd, network=plane is not None,
+                                host_spec=host_spec, cdi_dirs=cdi_dirs)
+    with runtime as env:
         argv = kubelet_argv(d, env, plane)
         manifests = d / "manifests"
         plugin_log, kubelet_log = d / "device-plugin.log", d / "kubelet.log"

@@ -1,8 +1,9 @@
 """gpuhook on a one-node cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and a kubelet, all
-built from the pinned module sets, on containerd (Debian's 1.6, and 2.x built from modules) with gpuhook registered
-by `gpuhook configure containerd`'s code, its device plugin serving the kubelet, `[policy] requests = "allocated"`.
-Pods go through the API: the scheduler places them by the node's allocatable GPUs and labels, the kubelet admits
-them through its device manager, and each container's own /dev (its log) is what is asserted."""
+built from the pinned module sets, on containerd (Debian's 1.6, and 2.x built from modules) and CRI-O 1.36 (built
+from its module), with gpuhook registered by `gpuhook configure containerd`'s or `configure crio`'s code, its
+device plugin serving the kubelet, `[policy] requests = "allocated"`. Pods go through the API: the scheduler places
+them by the node's allocatable GPUs and labels, the kubelet admits them through its device manager, and each
+container's own /dev (its log) is what is asserted."""
 
 from __future__ import annotations
 
@@ -65,11 +66,11 @@ def container(name: str, script: str, resource: str = "", count: int = 1) -> dic
             "resources": {"limits": limits}}
 
 
-@pytest.fixture(scope="module", params=["containerd-1.6", "containerd-2"])
+@pytest.fixture(scope="module", params=["containerd-1.6", "containerd-2", "cri-o"])
 def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
             base_rootfs: str) -> Iterator[Cluster]:
     built = components()
-    binary = "containerd" if request.param == "containerd-1.6" else str(built / "containerd")
+    binary = {"containerd-1.6": "containerd", "containerd-2": str(built / "containerd"), "cri-o": "crio"}[request.param]
     d = tmp_path_factory.mktemp(request.param)
     with control_plane(d / "plane", built) as plane, \
             node(d / "node", base_rootfs, conftest.SHIM, conftest.GPUHOOK, plane, binary) as n:

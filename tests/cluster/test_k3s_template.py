@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ from .node import components
 SEE = "ls /dev | grep -E '^nvidia[0-9]+$' || true"
 
 
-def _through_template(d: Path, distribution: str, name: str, rendered: list[str]) -> object:
+def _through_template(d: Path, distribution: str, name: str, rendered: list[str]) -> Callable[[str, Wanted], str]:
     """A registration that goes the distribution's way: gpuhook's block in a new template, rendered over containerd's
     config as it was before gpuhook (the distribution's own, here cri_env's)."""
     def register(base: str, wanted: Wanted) -> str:

@@ -94,6 +94,7 @@ class CriEnv:
     pod_logs: Path  # pods' log_directory go under it
     config_text: str  # containerd's config.toml as rendered (with the gpuhook runtime)
     cgroup_parent: str  # the pods' cgroup parent (cgroupfs path), removed at teardown
+    bundles: str = ""  # a container's bundle directory, {id} for its id (containerd's task directory if empty)
 
     def log_tail(self, lines: int = 60) -> str:
         """The last lines of containerd's log (and gpuhook's), for assertion messages."""
@@ -111,7 +112,8 @@ class CriEnv:
 
     def bundle_spec(self, container_id: str) -> dict[str, Any]:
         """The OCI config.json in the container's bundle (as gpuhook-runtime left it), while its task exists."""
-        path = Path(self.state) / TASKS / NAMESPACE / container_id / "config.json"
+        bundle = self.bundles or f"{self.state}/{TASKS}/{NAMESPACE}/{{id}}"
+        path = Path(bundle.format(id=container_id)) / "config.json"
         loaded: dict[str, Any] = json.loads(path.read_text())
         return loaded
 

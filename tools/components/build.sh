@@ -7,6 +7,7 @@
 #   containerd/  github.com/containerd/containerd/v2 v2.4.2: containerd, containerd-shim-runc-v2
 #   cri-tools/   sigs.k8s.io/cri-tools v1.37.0: crictl
 #   helm/        helm.sh/helm/v3 v3.22.0: helm
+#   cri-o/       github.com/cri-o/cri-o v1.36.3: crio, and pinns (C, from the module's own source, with cc)
 #   gotemplate/  Go's text/template alone: renders a k3s/RKE2 containerd config template as those distributions do
 # Once per machine: each component's binaries go to a cache directory keyed by its module set and build flags, and
 # later runs reuse them (a change to one component rebuilds that one). GPUHOOK_COMPONENTS_CACHE moves the cache.
@@ -21,10 +22,11 @@ keys=""
 version() { awk -v m="$2" '$1 == "require" && $2 == m {print $3} $1 == m {print $2}' "$here/$1/go.mod" | head -1; }
 
 # build DIR "LDFLAGS" PACKAGE... : every package's binary, into a directory keyed by DIR's module set and the
-# build's flags (so a change to one component rebuilds that one only), unless it is there already.
+# build's flags (so a change to one component rebuilds that one only), unless it is there already; $out names
+# that directory afterwards. TAGS= replaces the build tags.
 build() {
   local dir=$1 ldflags=$2; shift 2
-  local key out p tmp start=$SECONDS
+  local key p tmp start=$SECONDS tags=${TAGS:-$tags}
   key=$(cd "$here/$dir" && { cat go.mod go.sum ./*.go; echo "$tags $ldflags $*"; } | sha256sum | cut -c1-16)
   out=$cache/$dir/$key
   keys="$keys $dir/$key"
@@ -41,6 +43,14 @@ build() {
 
 build etcd "" gpuhook.dev/tests/components/etcd
 build gotemplate "" gpuhook.dev/tests/components/gotemplate
+# CRI-O without cgo: image signatures through the pure Go openpgp, no ostree, btrfs or devicemapper storage
+TAGS="containers_image_openpgp containers_image_ostree_stub exclude_graphdriver_btrfs exclude_graphdriver_devicemapper" \
+  build cri-o "" github.com/cri-o/cri-o/cmd/crio
+if [ ! -x "$out/pinns" ]; then  # as its Makefile builds it: static, from the module's pinns/src
+  src=$(cd "$here/cri-o" && go list -m -f '{{.Dir}}' github.com/cri-o/cri-o)
+  cc -std=c99 -Os -O3 -Wall -Wextra -static -s -o "$out/.pinns.tmp" "$src"/pinns/src/*.c
+  mv "$out/.pinns.tmp" "$out/pinns"
+fi
 build containerd "-X github.com/containerd/containerd/v2/version.Version=$(version containerd github.com/containerd/containerd/v2)" \
   github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2
 build cri-tools "-X sigs.k8s.io/cri-tools/pkg/version.Version=$(version cri-tools sigs.k8s.io/cri-tools)" \

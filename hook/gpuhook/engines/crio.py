@@ -1,11 +1,14 @@
-"""CRI-O: a drop-in crio.conf.d/99-gpuhook.toml with the gpuhook runtime and its allowed annotations: every
-gpuhook.dev/ key by name, the allocation key (which the kubelet sets from the device plugin's answer) among
-them. CRI-O has CDI on by default (cdi_spec_dirs /etc/cdi, /var/run/cdi)."""
+"""CRI-O: a drop-in crio.conf.d/99-gpuhook.toml with the gpuhook runtime. CRI-O puts every pod and container
+annotation into the OCI spec (its allowed_annotations are for its own experimental keys only: a handler naming any
+other is ignored, whole), so gpuhook.dev/ keys need no listing; that a pod's annotation cannot pose as the
+device plugin's allocation is checked at create (request/container.py). CRI-O has CDI on by default
+(cdi_spec_dirs /etc/cdi, /var/run/cdi). A config other than the default one is
+named in the runtime's environment (monitor_env: CRI-O gives conmon, and so the runtime, that environment alone)."""
 
 from __future__ import annotations
 
+from gpuhook.configfile import DEFAULT_PATH
 from gpuhook.engines.wanted import Wanted
-from gpuhook.request.container import ALLOCATION, PREFIX, pod_keys
 
 
 def render(wanted: Wanted) -> str:
@@ -14,5 +17,9 @@ def render(wanted: Wanted) -> str:
     return ("# Written by `gpuhook configure crio`; `gpuhook configure crio --revert` removes it.\n" + default +
             "[crio.runtime.runtimes.gpuhook]\n"
             f'runtime_path = "{wanted.shim}"\n'
-            'runtime_type = "oci"\n'
-            "allowed_annotations = [" + ", ".join(f'"{PREFIX}{k}"' for k in (*pod_keys(), ALLOCATION)) + "]\n")
+            'runtime_type = "oci"\n' +
+            (f'monitor_env = ["PATH={_PATH}", "GPUHOOK_CONFIG={wanted.config}"]\n'
+             if wanted.config and wanted.config != DEFAULT_PATH else ""))
+
+
+_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # CRI-O's own default monitor_env

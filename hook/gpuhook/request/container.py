@@ -146,7 +146,7 @@ def parse_request(annotations: Mapping[str, str], env: Mapping[str, str], accept
     rocm = _parse_host_rocm(ours["host-rocm"]) if "host-rocm" in ours else None
     asked = "host-rocm" in ours
     tuning = parse_tuning(*(from_env(ours, env) if accept_env else (ours, frozenset())))  # never proven the user's
-    allocation = _parse_allocation(ours[ALLOCATION]) if ALLOCATION in ours else None
+    allocation = _allocation(ours[ALLOCATION], annotations) if ALLOCATION in ours else None
     if "gpus" in ours:
         sel = _parse_gpus(f"{PREFIX}gpus", ours["gpus"], vendor, vendors)
         return Request((sel,) if sel else (), caps, rocm, asked, tuning, allocation)
@@ -167,6 +167,27 @@ def _flag_selection(env: Mapping[str, str], flag: str | None, vendor: str | None
         return None
     sel = _parse_gpus(FLAG_SOURCE, env[flagged.ENV_KEY], vendor or flagged.NAME, vendors, flagged.NONE_MEANS_DRIVER)
     return replace(sel, any_vendor=True) if sel and any_vendor and vendor is None else sel
+
+
+_CRIO_OWN = "io.kubernetes.cri-o.Annotations"  # CRI-O: the container's own CRI annotations, as JSON
+
+
+def _allocation(raw: str, annotations: Mapping[str, str]) -> str:
+    """The allocation id, where the kubelet put it: a container's annotation. containerd passes only that one
+    (container_annotations); CRI-O merges the pod's annotations into the spec too, and names the container's
+    own in a JSON of theirs, which must hold the same id."""
+    value = _parse_allocation(raw)
+    if _CRIO_OWN in annotations:
+        from gpuhook.fastjson import loads
+
+        try:
+            own = loads(annotations[_CRIO_OWN])
+        except ValueError:
+            own = None
+        if not isinstance(own, dict) or own.get(PREFIX + ALLOCATION) != raw:
+            raise RequestError(f"annotation {PREFIX}{ALLOCATION} is the pod's, not the container's: only gpuhook's "
+                               "device plugin sets it, through the kubelet; ask for GPUs in the pod's resources")
+    return value
 
 
 def _parse_allocation(raw: str) -> str:

@@ -90,7 +90,7 @@ class KeyValue(_message.Message):
     def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
 
 class ImageSpec(_message.Message):
-    __slots__ = ("image", "annotations")
+    __slots__ = ("image", "annotations", "user_specified_image")
     class AnnotationsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -100,9 +100,11 @@ class ImageSpec(_message.Message):
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     IMAGE_FIELD_NUMBER: _ClassVar[int]
     ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
+    USER_SPECIFIED_IMAGE_FIELD_NUMBER: _ClassVar[int]
     image: str
     annotations: _containers.ScalarMap[str, str]
-    def __init__(self, image: _Optional[str] = ..., annotations: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    user_specified_image: str
+    def __init__(self, image: _Optional[str] = ..., annotations: _Optional[_Mapping[str, str]] = ..., user_specified_image: _Optional[str] = ...) -> None: ...
 
 class Mount(_message.Message):
     __slots__ = ("container_path", "host_path", "readonly", "selinux_relabel", "propagation")

@@ -130,12 +130,17 @@ def test_containerd_v1_is_refused_with_the_way_out(tmp_path: Path) -> None:
 def test_crio_drop_in_and_podman_hook(tmp_path: Path) -> None:
     import tomllib
 
+    from gpuhook.engines import crio as crio_engine
+
     crio, hook = tmp_path / "crio.conf.d/99-gpuhook.toml", tmp_path / "hooks.d/gpuhook.json"
     configure("crio", str(crio), W)
     runtime = tomllib.loads(crio.read_text())["crio"]["runtime"]["runtimes"]["gpuhook"]
-    assert {k: v for k, v in runtime.items() if k != "allowed_annotations"} == {"runtime_path": W.shim,
-                                                                             "runtime_type": "oci"}
-    assert "gpuhook.dev/allocation" in runtime["allowed_annotations"]
+    # no allowed_annotations: CRI-O ignores a handler that lists a key of anyone else's (test_crio.py runs it)
+    assert runtime == {"runtime_path": W.shim, "runtime_type": "oci"}  # the default config: nothing to name
+    other = tmp_path / "other/99-gpuhook.toml"
+    configure("crio", str(other), Wanted(W.shim, W.gpuhook, "/srv/gpuhook.toml"))
+    named = tomllib.loads(other.read_text())["crio"]["runtime"]["runtimes"]["gpuhook"]["monitor_env"]
+    assert named == [f"PATH={crio_engine._PATH}", "GPUHOOK_CONFIG=/srv/gpuhook.toml"]
     configure("podman", str(hook), W)
     shipped = json.loads((Path(__file__).parents[3] / "runtime-config/hooks.d/gpuhook.json").read_text())
     assert json.loads(hook.read_text()) == shipped  # the same file as shipped, for the installed paths
