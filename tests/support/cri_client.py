@@ -183,7 +183,8 @@ class CriClient:
                          privileged: bool = False, timeout: float | None = None) -> str:
         """Create a container in the sandbox (log_path relative to the sandbox's log_directory); its id."""
         config = cri_pb2.ContainerConfig(
-            metadata=cri_pb2.ContainerMetadata(name=name), image=cri_pb2.ImageSpec(image=image, user_specified_image=image),
+            metadata=cri_pb2.ContainerMetadata(name=name),
+            image=cri_pb2.ImageSpec(image=image, user_specified_image=image),  # CRI-O checks its policy on the latter
             command=list(command), args=list(args), working_dir=working_dir,
             envs=[cri_pb2.KeyValue(key=k, value=v) for k, v in (envs or {}).items()],
             mounts=[cri_pb2.Mount(container_path=m.container_path, host_path=m.host_path, readonly=m.readonly)
