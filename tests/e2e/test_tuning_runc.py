@@ -105,6 +105,30 @@ def test_nvidia_settings_live_with_the_container(tuned) -> None:  # type: ignore
     assert "no GPU tuning is held" in t.gpuhook("status").stdout
 
 
+def test_the_prestart_hook_applies_the_shims_plan(tuned) -> None:  # type: ignore[no-untyped-def]
+    """The shim plans the tuning when it edits config.json, and its prestart hook applies that plan without reading
+    the host again. Here a prestart hook of the container's own, run before gpuhook's, hides the host's NVIDIA
+    GPUs from procfs (the driver's version, which finds NVML, stays): a hook that discovered the host again would
+    find no GPU 0 and refuse the container."""
+    t = tuned(HostSpec(nvidia=2))
+    driver = Path(f"{t.host}/proc/driver/nvidia/gpus")
+
+    def hide(spec: dict[str, Any]) -> None:
+        spec["hooks"] = {"prestart": [{"path": "/bin/sh", "args": ["sh", "-c", f"mv {driver} {driver}.away"],
+                                       "env": [f"PATH={os.environ['PATH']}"]}]}
+
+    cid, r = t.start({**NV0, "gpuhook.dev/clocks": "1500"}, hide)
+    try:
+        assert r.returncode == 0, r.stderr
+        assert not driver.exists()  # the own hook ran first
+        assert t.nvml()[0][:2] == [1500, 1500], t.nvml()
+    finally:
+        if not driver.exists():
+            os.rename(f"{driver}.away", driver)
+        t.stop(cid)
+    assert t.nvml()[0][:2] == [0, 0]
+
+
 @pytest.mark.parametrize("amdsmi", [True, False], ids=["amdsmi", "sysfs"])
 def test_amd_settings_live_with_the_container(tuned, amdsmi: bool) -> None:  # type: ignore[no-untyped-def]
     t = tuned(HostSpec(amd=2, amdsmi=amdsmi))

@@ -12,6 +12,7 @@ from gpuhook.apply.state_dir import ensure, unlink
 from gpuhook.atomic import write_text
 from gpuhook.frozen import frozen
 from gpuhook.statefile import read_bounded
+from gpuhook.vendors.contract import Setting
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -36,6 +37,9 @@ class ContainerRecord:
     pod: str = ""  # Kubernetes: the pod, its namespace and the container's name in it (request.container's
     namespace: str = ""  # pod_identity); empty outside Kubernetes, and in records written before they were kept
     container: str = ""
+    planned: bool = False  # the shim's record, with its plan's tuning: the prestart hook applies it as it is
+    settings: tuple[Setting, ...] = ()  # the host settings the prestart hook applies
+    exclusive: tuple[str, ...] = ()  # the GPUs it leases
 
     def file_name(self) -> str:
         """Unique per container: its id and its runtime root (shim) or its init (hook mode), so the same id
@@ -59,7 +63,10 @@ def save(state_dir: str, rec: ContainerRecord) -> None:
                                "runtime_root": rec.runtime_root, "pid": rec.pid, "start_time": rec.start_time,
                                "gpus": list(rec.gpus), "creator": rec.creator, "creator_start": rec.creator_start,
                                "copies": list(rec.copies), "pod": rec.pod, "namespace": rec.namespace,
-                               "container": rec.container}), mode=0o644, durable=False)
+                               "container": rec.container, "planned": rec.planned,
+                               "settings": [[x.vendor, x.gpu, x.index, x.pci, x.device, x.name, x.value]
+                                            for x in rec.settings],
+                               "exclusive": list(rec.exclusive)}), mode=0o644, durable=False)
 
 
 def alive(rec: ContainerRecord) -> bool:
@@ -105,6 +112,15 @@ def gpus_of(state_dir: str, container_id: str) -> tuple[str, ...] | None:
     return None
 
 
+def planned(state_dir: str, container_id: str) -> ContainerRecord | None:
+    """The shim's record of container `container_id`, being created now, with its plan's tuning (the prestart
+    hook applies that plan rather than reading the host again); None without one, or with more than one (the same
+    id being created under two runtime roots). Reads only that id's files."""
+    found = [rec for rec, _ in _records(state_dir, f"{os.path.basename(container_id)}@")
+             if rec.id == container_id and rec.planned and not rec.pid and alive(rec)]
+    return found[0] if len(found) == 1 else None
+
+
 def live_records(state_dir: str, prune: bool = True) -> list[ContainerRecord]:
     """Records of containers that still exist; the others are removed (unless not `prune`). Reads (and
     deletes) files."""
@@ -130,7 +146,11 @@ def _records(state_dir: str, prefix: str = "") -> list[tuple[ContainerRecord, st
                                   int(raw.get("pid", 0)), raw.get("start_time", ""), tuple(raw.get("gpus", ())),
                                   int(raw.get("creator", 0)), raw.get("creator_start", ""),
                                   tuple(raw.get("copies", ())), str(raw.get("pod", "")),
-                                  str(raw.get("namespace", "")), str(raw.get("container", "")))
+                                  str(raw.get("namespace", "")), str(raw.get("container", "")),
+                                  raw.get("planned") is True,
+                                  tuple(Setting(str(v), str(g), int(i), str(pc), str(dv), str(n), str(val))
+                                        for v, g, i, pc, dv, n, val in raw.get("settings", ())),
+                                  tuple(str(g) for g in raw.get("exclusive", ())))
         except (OSError, ValueError, KeyError, TypeError):
             continue
         out.append((rec, path))

@@ -13,6 +13,7 @@ from gpuhook.apply import containers
 from gpuhook.config import Config, load
 from gpuhook.configfile import remember_state
 from gpuhook.errors import GpuhookError, PolicyError, SpecError
+from gpuhook.frozen import replace
 from gpuhook.host.processes import start_time
 
 TYPE_CHECKING = False
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 
     from gpuhook.apply.spec import Spec
     from gpuhook.plan.prepare import Prepared
+    from gpuhook.vendors.contract import Setting
 
 
 def prestart(state: dict[str, object]) -> None:
@@ -41,19 +43,44 @@ def prestart(state: dict[str, object]) -> None:
     remember_state(config.path, config.state_dir)  # for the native hook's poststop (native/hook.c)
     cid = str(state.get("id", ""))
     log = logs.logger(config, cid, "hook")
+    shims = containers.planned(config.state_dir, cid)
+    if shims is not None:  # the shim edited config.json and planned the tuning: apply that plan
+        _follow(spec, config, cid, pid, shims, log)
+        return
     try:
         prepared = prepare(spec, bundle, config, log, container_id=cid)
         if prepared is None:
             return
-        if (prepared.settings or prepared.exclusive) and not _undone_at_poststop(spec):
-            asked = ", ".join(sorted({s.name for s in prepared.settings} | ({"exclusive"} if prepared.exclusive
-                                                                               else set())))
-            raise PolicyError(f"tuning ({asked}) needs gpuhook's poststop hook to be undone, and this container has "
-                              "none (Docker's --gpus hook is prestart only): run it with --runtime gpuhook, which "
-                              "adds it, or register gpuhook's hooks for both stages (gpuhook configure podman)")
+        _check_undone(spec, prepared.settings, prepared.exclusive)
         _give(spec, bundle, config, cid, pid, prepared, log)
     finally:
         release_count_lock()
+
+
+def _check_undone(spec: Spec, settings: tuple[Setting, ...], exclusive: tuple[str, ...]) -> None:
+    """PolicyError where the container has tuning and no gpuhook poststop hook to undo it."""
+    if (settings or exclusive) and not _undone_at_poststop(spec):
+        asked = ", ".join(sorted({s.name for s in settings} | ({"exclusive"} if exclusive else set())))
+        raise PolicyError(f"tuning ({asked}) needs gpuhook's poststop hook to be undone, and this container has "
+                          "none (Docker's --gpus hook is prestart only): run it with --runtime gpuhook, which "
+                          "adds it, or register gpuhook's hooks for both stages (gpuhook configure podman)")
+
+
+def _follow(spec: Spec, config: Config, cid: str, pid: int, shims: containers.ContainerRecord, log: Any) -> None:
+    """A container the shim prepared: its edits are in config.json already (nothing to give live), the shim
+    counted it; its record by its init process, then the tuning the shim planned. Writes state files, tunes
+    GPUs."""
+    _check_undone(spec, shims.settings, shims.exclusive)
+    record = replace(shims, runtime_root="", pid=pid, start_time=start_time(pid), creator=0, creator_start="",
+                     planned=False, settings=(), exclusive=())
+    containers.save(config.state_dir, record)
+    if not shims.exclusive:  # an exclusive holder checks the records under the ledger's lock
+        from gpuhook.gpu_path.inject import recheck_leases
+
+        recheck_leases(config.state_dir, record)
+    log.info("planned by the shim", gpus=list(shims.gpus))
+    if shims.settings or shims.exclusive:
+        _tune(config, cid, pid, shims.settings, shims.exclusive, log)
 
 
 def _undone_at_poststop(spec: Spec) -> bool:
@@ -105,10 +132,11 @@ def _give(spec: Spec, bundle: str, config: Config, cid: str, pid: int, prepared:
     log.info("applied live", devices=[n.path for n in todo.device_nodes], mounts=len(todo.mounts),
              rules=len(todo.device_rules))
     if prepared.settings or prepared.exclusive:
-        _tune(config, cid, pid, prepared, log)
+        _tune(config, cid, pid, prepared.settings, prepared.exclusive, log)
 
 
-def _tune(config: Config, cid: str, pid: int, prepared: Prepared, log: Any) -> None:
+def _tune(config: Config, cid: str, pid: int, settings: tuple[Setting, ...], exclusive: tuple[str, ...],
+          log: Any) -> None:
     """Leases and settings for this container, all or nothing (session.acquire rolls back on failure)."""
     from gpuhook.host.root import Root
     from gpuhook.tuning import session
@@ -118,10 +146,9 @@ def _tune(config: Config, cid: str, pid: int, prepared: Prepared, log: Any) -> N
         return [r.id for r in containers.live_records(config.state_dir) if gpu in r.gpus]
 
     with BackendSet(Root(config.host_root)) as backends:  # a vendor's backend is made only if needed
-        session.acquire(config.state_dir, session.Holder(cid, pid, start_time(pid)), prepared.settings,
-                        prepared.exclusive, backends, users)
-    log.info("tuned", settings=[f"{s.gpu}:{s.name}={s.value}" for s in prepared.settings],
-             exclusive=list(prepared.exclusive))
+        session.acquire(config.state_dir, session.Holder(cid, pid, start_time(pid)), settings, exclusive, backends,
+                        users)
+    log.info("tuned", settings=[f"{s.gpu}:{s.name}={s.value}" for s in settings], exclusive=list(exclusive))
 
 
 def update_ldcache(state: dict[str, object], folders: list[str], mounts: list[tuple[str, str]] | None) -> None:

@@ -234,7 +234,8 @@ def _edited(spec: Spec, bundle: str, container_id: str, config: Config, runtime_
     pod, namespace, name = pod_identity(spec.get("annotations") or {})
     record = containers.ContainerRecord(container_id, prepared.drivers, runtime_root, gpus=prepared.gpus, creator=me,
                                         creator_start=start_time(me), copies=copies, pod=pod, namespace=namespace,
-                                        container=name)
+                                        container=name, planned=True, settings=prepared.settings,
+                                        exclusive=prepared.exclusive)
     containers.save(config.state_dir, record)
     recheck_leases(config.state_dir, record)
     count_prepared(config.state_dir, prepared)

@@ -98,3 +98,26 @@ def test_stale_drivers() -> None:
     rec = containers.ContainerRecord("c", (("nvidia", "535.104.05"), ("amd", ""), ("toy", "1")), "")
     assert rec.stale_drivers({"nvidia": "550.54.15", "amd": "6.7.0"}) == (("nvidia", "535.104.05", "550.54.15"),)
     assert rec.stale_drivers({"nvidia": "535.104.05"}) == ()
+
+
+def test_the_shims_plan_round_trips_and_only_a_creation_in_progress_is_followed(tmp_path: Path) -> None:
+    from gpuhook.vendors.contract import Setting
+
+    me = os.getpid()
+    clocks = Setting("nvidia", "GPU-1", 0, "0000:10:00.0", "GPU-1", "clocks", "1500-1500")
+    plan = containers.ContainerRecord("web", (("nvidia", "550.54.15"),), str(tmp_path / "runc"), gpus=("GPU-1",),
+                                      creator=me, creator_start=start_time(me), planned=True, settings=(clocks,),
+                                      exclusive=("GPU-1",))
+    containers.save(str(tmp_path), plan)
+    assert containers.planned(str(tmp_path), "web") == plan and containers.planned(str(tmp_path), "db") is None
+    hooked = containers.ContainerRecord("web", (), "", me, start_time(me))  # the hook's own record: not a plan
+    containers.save(str(tmp_path), hooked)
+    assert containers.planned(str(tmp_path), "web") == plan
+    other_root = containers.ContainerRecord("web", (), str(tmp_path / "crun"), creator=me,
+                                            creator_start=start_time(me), planned=True)
+    containers.save(str(tmp_path), other_root)  # the same id being created under a second root: follow neither
+    assert containers.planned(str(tmp_path), "web") is None
+    containers.remove(str(tmp_path), other_root)
+    gone = containers.ContainerRecord("db", (), str(tmp_path / "runc"), creator=me, creator_start="1", planned=True)
+    containers.save(str(tmp_path), gone)  # its creator is not this process: not a creation in progress
+    assert containers.planned(str(tmp_path), "db") is None
