@@ -24,11 +24,17 @@ def checks(paths: dict[str, str] | None = None, proc: str = "/proc",
         installed = shutil.which(BINARIES[engine], path=search) is not None
         try:
             with open(path, "rb") as f:
-                registered = b"gpuhook" in f.read(1 << 20)
+                text = f.read(1 << 20)
+            registered = b"gpuhook" in text
         except OSError:
             if installed:
                 out.append(("warn", f"{engine}: {BINARIES[engine]} is installed but {path} is absent: gpuhook is not "
                             "registered", f"gpuhook configure {engine}"))
+            continue
+        if engine == "crio" and b"allowed_annotations" in text and b"gpuhook.dev/" in text:
+            out.append(("fail", f"crio: {path} lists gpuhook.dev/ keys in allowed_annotations (written by an "
+                        "earlier gpuhook): CRI-O takes only its own keys there and ignores the whole gpuhook handler",
+                        "gpuhook configure crio, then restart CRI-O"))
             continue
         out.append(("ok", f"{engine}: gpuhook registered in {path}") if registered else
                    ("warn", f"{engine}: gpuhook not registered in {path}", f"gpuhook configure {engine}"))

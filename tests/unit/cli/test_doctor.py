@@ -54,6 +54,23 @@ def test_engine_registration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fa
     assert not any("podman" in what for what in levels)  # not installed: not reported
 
 
+def test_a_crio_drop_in_crio_ignores_is_a_failure(tmp_path: Path) -> None:
+    """An earlier gpuhook listed its keys in allowed_annotations, which makes CRI-O ignore the handler (found on a
+    real CRI-O: tests/cluster/test_crio.py); configure writes a drop-in doctor finds registered."""
+    from gpuhook.engines.files import configure
+    from gpuhook.engines.wanted import Wanted
+
+    crio = tmp_path / "99-gpuhook.toml"
+    crio.write_text('[crio.runtime.runtimes.gpuhook]\nruntime_path = "/usr/local/bin/gpuhook-runtime"\n'
+                    'runtime_type = "oci"\nallowed_annotations = ["gpuhook.dev/gpus"]\n')
+    (level, what, fix), = doctor_engines.checks({"crio": str(crio)}, search=str(tmp_path))
+    assert level == "fail" and "ignores the whole gpuhook handler" in what and fix.startswith("gpuhook configure crio")
+    configure("crio", str(crio), Wanted("/usr/local/bin/gpuhook-runtime", "/usr/local/bin/gpuhook-hook",
+                                        "/etc/gpuhook/config.toml"))
+    assert doctor_engines.checks({"crio": str(crio)}, search=str(tmp_path)) == [
+        ("ok", f"crio: gpuhook registered in {crio}")]
+
+
 def test_an_installed_engine_without_its_config_is_unregistered(tmp_path: Path) -> None:
     bindir = tmp_path / "bin"
     bindir.mkdir()
