@@ -21,7 +21,7 @@ from gpuhook.testing.simulate import HostSpec, build_host
 from tests.e2e import cri_env
 from tests.e2e.cri_env import BASE_IMAGE, PAUSE_IMAGE, CriEnv, build_pause
 from tests.support import oci_image
-from tests.support.cri_client import CriClient, rpc_error_details
+from tests.support.cri_client import CriClient
 
 from .node import components
 
@@ -149,22 +149,7 @@ def start(d: Path, base_rootfs: str, shim: str, gpuhook: str, host_spec: HostSpe
 
 
 def _teardown(env: CriEnv, proc: subprocess.Popen[bytes]) -> None:
-    problems = []
-    if proc.poll() is None:
-        try:
-            for sandbox in env.client.list_pod_sandboxes(timeout=10):
-                env.client.stop_pod_sandbox(sandbox.id, timeout=30)
-                env.client.remove_pod_sandbox(sandbox.id, timeout=30)
-        except grpc.RpcError as e:
-            problems.append(f"removing pods: {rpc_error_details(e)}")
-    env.client.close()
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+    problems = cri_env.stop_runtime(env, proc, 30)
     stray = cri_env._cgroup_pids(env.cgroup_parent)  # conmons and containers CRI-O could not remove
     for pid in stray:
         with contextlib.suppress(ProcessLookupError):

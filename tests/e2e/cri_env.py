@@ -460,7 +460,9 @@ def start(d: Path, base_rootfs: str, shim: str, gpuhook: str, host_spec: HostSpe
         _teardown(cri_env, proc)
 
 
-def _teardown(env: CriEnv, proc: Proc) -> None:
+def stop_runtime(env: CriEnv, proc: Proc, grace: float) -> list[str]:
+    """Every pod the runtime has stopped and removed over CRI, the client closed, then the runtime stopped
+    (SIGTERM, SIGKILL after `grace` seconds); what could not be removed."""
     problems = []
     if proc.poll() is None:
         try:
@@ -476,10 +478,15 @@ def _teardown(env: CriEnv, proc: Proc) -> None:
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(timeout=20)
+            proc.wait(timeout=grace)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
+    return problems
+
+
+def _teardown(env: CriEnv, proc: Proc) -> None:
+    problems = stop_runtime(env, proc, 20)
     shims = _wait_gone(_shims_of(env.socket), 3)
     for pid in shims:  # a shim outlives containerd by design: a sandbox we could not remove
         with contextlib.suppress(ProcessLookupError):
