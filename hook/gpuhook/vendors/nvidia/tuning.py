@@ -1,5 +1,6 @@
-"""NVIDIA tuning through NVML (pynvml bound to the host root's libnvidia-ml): locked clocks, power limit,
-compute mode. Values are text: clocks 'MIN-MAX' or 'unlocked', power in milliwatts, compute mode by name."""
+"""NVIDIA tuning through NVML (the host root's libnvidia-ml, called through host/nvml_lib.py: no pynvml in the
+hooks): locked clocks, power limit, compute mode. Values are text: clocks 'MIN-MAX' or 'unlocked', power in
+milliwatts, compute mode by name."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from gpuhook.vendors.contract import Setting
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from types import ModuleType
+    from ctypes import c_void_p
+
+    from gpuhook.host.nvml_lib import Nvml
 
 _MODES = {"default": 0, "prohibited": 2, "exclusive-process": 3}
 
@@ -21,10 +24,11 @@ class NvmlBackend:
     """Reads and writes NVIDIA GPU settings; holds one NVML session until close()."""
 
     def __init__(self, library: str) -> None:
-        from gpuhook.host import nvml
+        from gpuhook.host import nvml_lib
 
-        self._session = nvml.session(library)
-        self._nvml: ModuleType = self._session.__enter__()
+        self._error = nvml_lib.NvmlError
+        self._session = nvml_lib.session(library)
+        self._nvml: Nvml = self._session.__enter__()
 
     def close(self) -> None:
         """End the NVML session."""
@@ -37,10 +41,10 @@ class NvmlBackend:
             if s.name == "clocks":
                 return "unlocked"
             if s.name == "power_limit":
-                return str(self._nvml.nvmlDeviceGetPowerManagementLimit(h))
-            mode = self._nvml.nvmlDeviceGetComputeMode(h)
+                return str(self._nvml.power_limit(h))
+            mode = self._nvml.compute_mode(h)
             return next((k for k, v in _MODES.items() if v == mode), str(mode))
-        except self._nvml.NVMLError as e:
+        except self._error as e:
             raise TuningError(f"NVML cannot read {s.name} of GPU {s.index} ({s.gpu}): {e}") from e
 
     def set(self, s: Setting, value: str) -> None:
@@ -48,40 +52,41 @@ class NvmlBackend:
         h = self._handle(s)
         try:
             if s.name == "clocks" and value == "unlocked":
-                self._nvml.nvmlDeviceResetGpuLockedClocks(h)
+                self._nvml.reset_clocks(h)
             elif s.name == "clocks":
                 lo, hi = (int(x) for x in value.split("-"))
                 least, most = self._graphics_clocks(h)
                 if not least <= lo <= hi <= most:  # NVML would clamp or take 32 bits: refuse with the range
                     raise TuningError(f"GPU {s.index} ({s.gpu}) locks its graphics clock within {least}-{most} MHz: "
                                       f"{_mhz(lo, hi)} refused")
-                self._nvml.nvmlDeviceSetGpuLockedClocks(h, lo, hi)
+                self._nvml.lock_clocks(h, lo, hi)
             elif s.name == "power_limit":
-                lo, hi = self._nvml.nvmlDeviceGetPowerManagementLimitConstraints(h)
+                lo, hi = self._nvml.power_limit_range(h)
                 if not lo <= int(value) <= hi:  # NVML takes 32 bits: nothing outside the board's range is sent
                     raise TuningError(f"GPU {s.index} ({s.gpu}) takes a power limit of {lo // 1000}-{hi // 1000} W: "
                                       f"{int(value) // 1000} W refused")
-                self._nvml.nvmlDeviceSetPowerManagementLimit(h, int(value))
+                self._nvml.set_power_limit(h, int(value))
             else:
-                self._nvml.nvmlDeviceSetComputeMode(h, _MODES[value] if value in _MODES else int(value))
-        except self._nvml.NVMLError as e:
+                self._nvml.set_compute_mode(h, _MODES[value] if value in _MODES else int(value))
+        except self._error as e:
             raise TuningError(f"NVML cannot set {s.name}={value} on GPU {s.index} ({s.gpu}): {e}") from e
 
-    def _graphics_clocks(self, h: object) -> tuple[int, int]:
+    def _graphics_clocks(self, h: c_void_p) -> tuple[int, int]:
         """The lowest and highest graphics clock the GPU supports (at its highest memory clock), MHz; from the
         maximum clock alone where the supported lists are not given."""
-        nvml = self._nvml
+        from gpuhook.host.nvml_lib import CLOCK_GRAPHICS
+
         try:
-            memory = max(nvml.nvmlDeviceGetSupportedMemoryClocks(h) or [0])
-            supported = nvml.nvmlDeviceGetSupportedGraphicsClocks(h, memory) if memory else []
-        except nvml.NVMLError:
+            memory = max(self._nvml.memory_clocks(h) or [0])
+            supported = self._nvml.graphics_clocks(h, memory) if memory else []
+        except self._error:
             supported = []
         if supported:
             return min(supported), max(supported)
-        return 1, int(nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_GRAPHICS))
+        return 1, self._nvml.max_clock(h, CLOCK_GRAPHICS)
 
-    def _handle(self, s: Setting) -> object:
+    def _handle(self, s: Setting) -> c_void_p:
         try:
-            return self._nvml.nvmlDeviceGetHandleByUUID(s.device)
-        except self._nvml.NVMLError as e:
+            return self._nvml.handle(s.device)
+        except self._error as e:
             raise TuningError(f"NVML does not know GPU {s.gpu}: {e}") from e

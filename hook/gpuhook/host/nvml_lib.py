@@ -1,0 +1,122 @@
+"""The NVML calls tuning makes, through ctypes alone, on the host root's libnvidia-ml.so.1.
+
+Tuning runs in the prestart and poststop hooks, a process each on the direct path. pynvml costs 19-27 ms to import
+there (its 330 KB module, and ctypes.util with subprocess, shutil, tempfile and re for a find_library gpuhook never
+calls: it binds the host root's library itself), more than the rest of a hook's work. These dozen calls are the C
+API as NVIDIA documents it; discovery, labels and the exporter keep pynvml (host/nvml.py)."""
+
+from __future__ import annotations
+
+import ctypes
+from contextlib import contextmanager
+
+from gpuhook.errors import DiscoveryError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+CLOCK_GRAPHICS = 0  # nvmlClockType_t
+_SUCCESS, _INSUFFICIENT_SIZE = 0, 7
+_uint = ctypes.c_uint
+
+
+class NvmlError(Exception):
+    """An NVML call's failure: its return code and NVML's words for it."""
+
+    def __init__(self, code: int, text: str) -> None:
+        super().__init__(text)
+        self.code = code
+
+
+class Nvml:
+    """An initialised NVML: the calls tuning makes. Device handles are opaque pointers."""
+
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        self._lib = lib
+
+    def _call(self, name: str, *args: object) -> None:
+        code = getattr(self._lib, name)(*args)
+        if code != _SUCCESS:
+            raise NvmlError(code, self.error_string(code))
+
+    def error_string(self, code: int) -> str:
+        """NVML's text for a return code (the code itself where the library has no nvmlErrorString)."""
+        describe = getattr(self._lib, "nvmlErrorString", None)
+        if describe is None:
+            return f"NVML error {code}"
+        describe.restype = ctypes.c_char_p
+        text = describe(code)
+        return text.decode(errors="replace") if text else f"NVML error {code}"
+
+    def handle(self, uuid: str) -> ctypes.c_void_p:
+        device = ctypes.c_void_p()
+        self._call("nvmlDeviceGetHandleByUUID", ctypes.c_char_p(uuid.encode()), ctypes.byref(device))
+        return device
+
+    def _uint_out(self, name: str, *args: object) -> int:
+        value = _uint()
+        self._call(name, *args, ctypes.byref(value))
+        return value.value
+
+    def power_limit(self, device: ctypes.c_void_p) -> int:
+        return self._uint_out("nvmlDeviceGetPowerManagementLimit", device)
+
+    def power_limit_range(self, device: ctypes.c_void_p) -> tuple[int, int]:
+        low, high = _uint(), _uint()
+        self._call("nvmlDeviceGetPowerManagementLimitConstraints", device, ctypes.byref(low), ctypes.byref(high))
+        return low.value, high.value
+
+    def set_power_limit(self, device: ctypes.c_void_p, milliwatts: int) -> None:
+        self._call("nvmlDeviceSetPowerManagementLimit", device, _uint(milliwatts))
+
+    def compute_mode(self, device: ctypes.c_void_p) -> int:
+        return self._uint_out("nvmlDeviceGetComputeMode", device)
+
+    def set_compute_mode(self, device: ctypes.c_void_p, mode: int) -> None:
+        self._call("nvmlDeviceSetComputeMode", device, ctypes.c_int(mode))
+
+    def lock_clocks(self, device: ctypes.c_void_p, low: int, high: int) -> None:
+        self._call("nvmlDeviceSetGpuLockedClocks", device, _uint(low), _uint(high))
+
+    def reset_clocks(self, device: ctypes.c_void_p) -> None:
+        self._call("nvmlDeviceResetGpuLockedClocks", device)
+
+    def max_clock(self, device: ctypes.c_void_p, kind: int) -> int:
+        return self._uint_out("nvmlDeviceGetMaxClockInfo", device, ctypes.c_int(kind))
+
+    def memory_clocks(self, device: ctypes.c_void_p) -> list[int]:
+        return self._listed("nvmlDeviceGetSupportedMemoryClocks", device)
+
+    def graphics_clocks(self, device: ctypes.c_void_p, memory_mhz: int) -> list[int]:
+        return self._listed("nvmlDeviceGetSupportedGraphicsClocks", device, _uint(memory_mhz))
+
+    def _listed(self, name: str, *args: object) -> list[int]:
+        """A list NVML fills: asked for its length first (NVML_ERROR_INSUFFICIENT_SIZE), then filled."""
+        count = _uint(0)
+        code = getattr(self._lib, name)(*args, ctypes.byref(count), None)
+        if code == _SUCCESS:
+            return []
+        if code != _INSUFFICIENT_SIZE:
+            raise NvmlError(code, self.error_string(code))
+        values = (_uint * count.value)()
+        self._call(name, *args, ctypes.byref(count), values)
+        return list(values[:count.value])
+
+
+@contextmanager
+def session(library: str) -> Iterator[Nvml]:
+    """NVML, initialised from `library` (the host root's libnvidia-ml.so.1); shut down on exit. Loads a shared
+    library."""
+    try:
+        lib = ctypes.CDLL(library)
+        code = lib.nvmlInit_v2()
+    except (OSError, AttributeError) as e:
+        raise DiscoveryError(f"NVML ({library}) cannot start: {e}") from e
+    nvml = Nvml(lib)
+    if code != _SUCCESS:
+        raise DiscoveryError(f"NVML ({library}) cannot start: {nvml.error_string(code)}")
+    try:
+        yield nvml
+    finally:
+        lib.nvmlShutdown()
