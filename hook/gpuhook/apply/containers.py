@@ -99,26 +99,28 @@ def drop_gone(state_dir: str, container_id: str) -> None:
 def recorded(state_dir: str, container_id: str) -> bool:
     """Whether a live container `container_id` already has a record (the shim's, when the hook runs after it).
     Reads only that id's files."""
-    return any(rec.id == container_id and alive(rec)
-               for rec, _ in _records(state_dir, f"{os.path.basename(container_id)}@"))
+    return bool(_live_of(state_dir, container_id))
 
 
 def gpus_of(state_dir: str, container_id: str) -> tuple[str, ...] | None:
     """The GPUs a live record of container `container_id` holds (the shim's, when the hook runs after it; a count
     request resolved there is not picked again); None without one. Reads only that id's files."""
-    for rec, _ in _records(state_dir, f"{os.path.basename(container_id)}@"):
-        if rec.id == container_id and alive(rec):
-            return rec.gpus
-    return None
+    live = _live_of(state_dir, container_id)
+    return live[0].gpus if live else None
 
 
 def planned(state_dir: str, container_id: str) -> ContainerRecord | None:
     """The shim's record of container `container_id`, being created now, with its plan's tuning (the prestart
     hook applies that plan rather than reading the host again); None without one, or with more than one (the same
     id being created under two runtime roots). Reads only that id's files."""
-    found = [rec for rec, _ in _records(state_dir, f"{os.path.basename(container_id)}@")
-             if rec.id == container_id and rec.planned and not rec.pid and alive(rec)]
+    found = [rec for rec in _live_of(state_dir, container_id) if rec.planned and not rec.pid]
     return found[0] if len(found) == 1 else None
+
+
+def _live_of(state_dir: str, container_id: str) -> list[ContainerRecord]:
+    """The records of container `container_id` whose container is alive (only that id's files are read)."""
+    return [rec for rec, _ in _records(state_dir, f"{os.path.basename(container_id)}@")
+            if rec.id == container_id and alive(rec)]
 
 
 def live_records(state_dir: str, prune: bool = True) -> list[ContainerRecord]:

@@ -34,6 +34,9 @@ class Nvml:
 
     def __init__(self, lib: ctypes.CDLL) -> None:
         self._lib = lib
+        self._describe = getattr(lib, "nvmlErrorString", None)
+        if self._describe is not None:
+            self._describe.restype = ctypes.c_char_p
 
     def _call(self, name: str, *args: object) -> None:
         code = getattr(self._lib, name)(*args)
@@ -42,11 +45,9 @@ class Nvml:
 
     def error_string(self, code: int) -> str:
         """NVML's text for a return code (the code itself where the library has no nvmlErrorString)."""
-        describe = getattr(self._lib, "nvmlErrorString", None)
-        if describe is None:
+        if self._describe is None:
             return f"NVML error {code}"
-        describe.restype = ctypes.c_char_p
-        text = describe(code)
+        text = self._describe(code)
         return text.decode(errors="replace") if text else f"NVML error {code}"
 
     def handle(self, uuid: str) -> ctypes.c_void_p:
