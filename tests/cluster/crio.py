@@ -6,8 +6,6 @@ directory. Yields a tests/e2e/cri_env.CriEnv, as containerd's harness does."""
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -19,8 +17,7 @@ from gpuhook.engines.files import configure
 from gpuhook.engines.wanted import Wanted
 from gpuhook.testing.simulate import HostSpec, build_host
 from tests.e2e import cri_env
-from tests.e2e.cri_env import BASE_IMAGE, PAUSE_IMAGE, CriEnv, build_pause
-from tests.support import oci_image
+from tests.e2e.cri_env import BASE_IMAGE, PAUSE_IMAGE, CriEnv
 from tests.support.cri_client import CriClient
 
 from .node import components
@@ -79,20 +76,15 @@ enable_nri = false
 
 def _load_images(d: Path, base_rootfs: str) -> None:
     """The pause and base images into CRI-O's store, by podman (the same containers/storage)."""
-    images = d / "images"
-    build_pause(images / "pause-rootfs")
-    oci_image.write_archive(str(images / "pause-rootfs"), str(images / "pause.tar"), PAUSE_IMAGE,
-                            entrypoint=["/pause"])
-    oci_image.write_archive(base_rootfs, str(images / "base.tar"), BASE_IMAGE, cmd=["sh"])
     (d / "storage.conf").write_text(f'[storage]\ndriver = "vfs"\ngraphroot = "{d}/storage"\n'
                                     f'runroot = "{d}/runroot"\n')
     (d / "containers.conf").write_text(f'[engine]\ncgroup_manager = "cgroupfs"\nevents_logger = "none"\n'
                                        f'tmp_dir = "{d}/podman-tmp"\n')
     env = {"PATH": _PATH, "HOME": str(d), "CONTAINERS_STORAGE_CONF": str(d / "storage.conf"),
            "CONTAINERS_CONF": str(d / "containers.conf")}
-    for tar in ("pause.tar", "base.tar"):
-        done = subprocess.run(["podman", "load", "-i", str(images / tar)], env=env, capture_output=True, text=True,
-                              check=False, timeout=120)
+    for tar, _ in cri_env.write_images(d / "images", base_rootfs):
+        done = subprocess.run(["podman", "load", "-i", tar], env=env, capture_output=True, text=True, check=False,
+                              timeout=120)
         if done.returncode != 0:
             raise RuntimeError(f"podman load {tar} into CRI-O's store: {done.stderr.strip()[-1000:]}")
 
@@ -150,19 +142,9 @@ def start(d: Path, base_rootfs: str, shim: str, gpuhook: str, host_spec: HostSpe
 
 def _teardown(env: CriEnv, proc: subprocess.Popen[bytes]) -> None:
     problems = cri_env.stop_runtime(env, proc, 30)
-    stray = cri_env._cgroup_pids(env.cgroup_parent)  # conmons and containers CRI-O could not remove
-    for pid in stray:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    if cri_env._wait_gone(stray, 5):
-        problems.append(f"processes {stray} would not die")
-    for point in cri_env._mounts_under(str(env.dir)):
-        subprocess.run(["umount", "-R", "-l", point], capture_output=True, check=False, timeout=30)
-    if left := cri_env._remove_cgroups(env.cgroup_parent):
-        problems.append(f"cgroups left: {left}")
-    if left_mounts := cri_env._mounts_under(str(env.dir)):
-        problems.append(f"still mounted: {left_mounts}")
-    if stray:
+    stray, left = cri_env.sweep(env)
+    if stray:  # conmons and containers CRI-O should have removed with their pods
         problems.append(f"CRI-O left processes behind: {stray}")
+    problems += left
     if problems:
         raise RuntimeError("CRI-O teardown: " + "; ".join(problems) + "\n" + env.log_tail(20))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -47,14 +48,18 @@ def test_a_pod_on_runc_gets_none(crio: CriEnv) -> None:
     assert r.exit_code == 0 and r.output.split() == [], f"{r.output!r}\n{crio.log_tail()}"
 
 
-def test_a_refusal_reaches_the_caller_in_one_line(crio: CriEnv) -> None:
+def _refusal(crio: CriEnv, **asked: Any) -> str:
+    """What the CRI caller was told when the gpuhook handler refused the pod's container (asked: run_to_completion's
+    annotations)."""
     with pytest.raises(Exception) as caught:
-        crio.run_to_completion(SEE, handler="gpuhook",
-                               pod_annotations={"gpuhook.dev/gpus": "7", "gpuhook.dev/vendor": "nvidia"})
-    text = str(caught.value)
+        crio.run_to_completion(SEE, handler="gpuhook", **asked)
     cause = caught.value.__cause__
-    assert isinstance(cause, grpc.RpcError), text
-    detail = rpc_error_details(cause)
+    assert isinstance(cause, grpc.RpcError), str(caught.value)
+    return rpc_error_details(cause)
+
+
+def test_a_refusal_reaches_the_caller_in_one_line(crio: CriEnv) -> None:
+    detail = _refusal(crio, pod_annotations={"gpuhook.dev/gpus": "7", "gpuhook.dev/vendor": "nvidia"})
     assert "gpuhook-runtime:" in detail and "7" in detail and "Traceback" not in detail, detail
 
 
@@ -62,13 +67,7 @@ def test_a_pods_own_allocation_annotation_is_refused(crio: CriEnv) -> None:
     """CRI-O merges the pod's annotations into the container's spec: a pod author's gpuhook.dev/allocation must not
     pass for the kubelet's (which is the container's own annotation)."""
     forged = {"gpuhook.dev/allocation": "0123456789abcdef0123456789abcdef"}
-    with pytest.raises(Exception) as caught:
-        crio.run_to_completion(SEE, handler="gpuhook", pod_annotations=forged)
-    cause = caught.value.__cause__
-    assert isinstance(cause, grpc.RpcError), str(caught.value)
-    assert "is the pod's, not the container's" in rpc_error_details(cause), rpc_error_details(cause)
-    with pytest.raises(Exception) as caught:  # the container's own: the allocation is looked up (and not found)
-        crio.run_to_completion(SEE, handler="gpuhook", annotations=forged)
-    cause = caught.value.__cause__
-    assert isinstance(cause, grpc.RpcError), str(caught.value)
-    assert "no such allocation" in rpc_error_details(cause), rpc_error_details(cause)
+    detail = _refusal(crio, pod_annotations=forged)
+    assert "is the pod's, not the container's" in detail, detail
+    detail = _refusal(crio, annotations=forged)  # the container's own: the allocation is looked up (and not found)
+    assert "no such allocation" in detail, detail

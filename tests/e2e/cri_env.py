@@ -167,6 +167,16 @@ class CriEnv:
             raise self.fail(f"removing sandbox {sandbox_id}", e) from e
 
 
+def write_images(images: Path, base_rootfs: str) -> list[tuple[str, str]]:
+    """The pause image (build_pause) and the base image of `base_rootfs` as OCI archives under `images`; their
+    (archive, name)."""
+    build_pause(images / "pause-rootfs")
+    oci_image.write_archive(str(images / "pause-rootfs"), str(images / "pause.tar"), PAUSE_IMAGE,
+                            entrypoint=["/pause"])
+    oci_image.write_archive(base_rootfs, str(images / "base.tar"), BASE_IMAGE, cmd=["sh"])
+    return [(str(images / "pause.tar"), PAUSE_IMAGE), (str(images / "base.tar"), BASE_IMAGE)]
+
+
 def build_pause(rootfs: Path) -> None:
     """/pause, a static C binary that waits for SIGTERM/SIGINT (exits 0) and reaps children."""
     cc = shutil.which("cc") or shutil.which("gcc")
@@ -422,11 +432,7 @@ def start(d: Path, base_rootfs: str, shim: str, gpuhook: str, host_spec: HostSpe
             text, Wanted(shim=shim, gpuhook=gpuhook, config=str(gpuhook_config), set_default=default_gpuhook))
     (config_file or d / "containerd.toml").write_text(text)
 
-    images = d / "images"
-    build_pause(images / "pause-rootfs")
-    oci_image.write_archive(str(images / "pause-rootfs"), str(images / "pause.tar"), PAUSE_IMAGE,
-                            entrypoint=["/pause"])
-    oci_image.write_archive(base_rootfs, str(images / "base.tar"), BASE_IMAGE, cmd=["sh"])
+    archives = [*write_images(d / "images", base_rootfs), *more_images]
 
     log_path = d / "containerd.log"
     path = os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
@@ -446,7 +452,6 @@ def start(d: Path, base_rootfs: str, shim: str, gpuhook: str, host_spec: HostSpe
             state = "runs" if proc.poll() is None else f"exited {proc.poll()}"
             raise cri_env.fail(f"containerd's CRI did not answer Version within {ready_timeout}s (containerd {state})",
                                e) from e
-        archives = [(str(images / "pause.tar"), PAUSE_IMAGE), (str(images / "base.tar"), BASE_IMAGE), *more_images]
         for tar, _ in archives:
             r = _ctr(socket, "images", "import", "--snapshotter", "native", tar)
             if r.returncode != 0:
@@ -498,12 +503,24 @@ def _teardown(env: CriEnv, proc: Proc) -> None:
         for bundle in sorted(tasks.iterdir()) if tasks.is_dir() else []:
             subprocess.run(["runc", "--root", RUNC_ROOT, "delete", "--force", bundle.name], capture_output=True,
                            check=False, timeout=15)
-        stray = _cgroup_pids(env.cgroup_parent)
-        for pid in stray:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        if _wait_gone(stray, 5):
-            problems.append(f"container processes {stray} would not die")
+    stray, left = sweep(env)
+    if stray and not shims:  # containerd removed every sandbox it was asked to: none of theirs may be left
+        problems.append(f"container processes {stray} outlived containerd without a shim")
+    problems += left
+    if problems:
+        raise RuntimeError("CRI containerd teardown: " + "; ".join(problems) + "\n" + env.log_tail(20))
+
+
+def sweep(env: CriEnv) -> tuple[list[int], list[str]]:
+    """What a stopped runtime left: the processes in the pods' cgroups killed, its mounts under the test's
+    directory unmounted, the cgroups removed; (the processes it killed, what it could not clean)."""
+    problems = []
+    stray = _cgroup_pids(env.cgroup_parent)
+    for pid in stray:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    if _wait_gone(stray, 5):
+        problems.append(f"processes {stray} would not die")
     for point in _mounts_under(str(env.dir)):
         subprocess.run(["umount", "-R", "-l", point], capture_output=True, check=False, timeout=30)
     deadline = time.monotonic() + 5  # a killed container's cgroup empties a little after its processes die
@@ -511,8 +528,6 @@ def _teardown(env: CriEnv, proc: Proc) -> None:
         time.sleep(0.1)
     if left_cgroups:
         problems.append(f"cgroups left: {left_cgroups}")
-    left = _mounts_under(str(env.dir))
-    if left:
+    if left := _mounts_under(str(env.dir)):
         problems.append(f"still mounted: {left}")
-    if problems:
-        raise RuntimeError("CRI containerd teardown: " + "; ".join(problems) + "\n" + env.log_tail(20))
+    return stray, problems
