@@ -205,6 +205,24 @@ def test_nvml_failing_on_the_second_gpu_rolls_back_the_first(tuned) -> None:  # 
     assert "no GPU tuning is held" in t.gpuhook("status").stdout
 
 
+def test_amd_smi_failing_on_the_second_gpu_rolls_back_the_first(tuned) -> None:  # type: ignore[no-untyped-def]
+    t = tuned(HostSpec(amd=2))
+    fail = Path(f"{t.host}/var/lib/gpuhook-sim/amdsmi.fail")
+    fail.write_text("1 power_cap\n")  # every power-cap write to GPU 1 fails, its restore too
+    _, r = t.start({"gpuhook.dev/gpus": "0,1", "gpuhook.dev/vendor": "amd", "gpuhook.dev/power-limit": "250"})
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    assert "AMDSMI_STATUS_INVAL; what this container had applied was rolled back" in r.stderr, r.stderr
+    assert "restoring power_cap of GPU" in r.stderr  # GPU 1's write may have half-happened: it stays to restore
+    state = [line.split()[:3] for line in Path(f"{t.host}/var/lib/gpuhook-sim/amdsmi").read_text().splitlines()]
+    assert state == [["0", "0", "300000000"], ["1", "0", "300000000"]]  # GPU 0's cap was set, then restored
+    calls = Path(f"{t.host}/var/lib/gpuhook-sim/amdsmi.log").read_text().splitlines()
+    assert [c.split()[:3] for c in calls] == [["set-power-cap", "0", "250000000"], ["set-power-cap", "0", "300000000"]]
+    assert "power_cap" in t.gpuhook("status").stdout  # held by nobody, still to restore
+    fail.unlink()
+    assert t.gpuhook("gc").returncode == 0
+    assert "no GPU tuning is held" in t.gpuhook("status").stdout
+
+
 def test_corrupt_ledger_refuses_clearly_and_is_never_reset(tuned) -> None:  # type: ignore[no-untyped-def]
     t = tuned()
     holder, r = t.start({**NV0, "gpuhook.dev/clocks": "1500"})

@@ -137,3 +137,37 @@ def test_docker_gpus_hook_behind_the_shim_loads_nothing_heavy(tmp_path: Path) ->
     assert code == "0", runs[1].stderr
     assert "gpuhook.cli.nvidia_hook" in loaded and "gpuhook.cli.hook" in loaded
     assert _heavy(set(loaded)) == [] and "argparse" not in loaded and "gpuhook.gpu_path.inject" not in loaded
+
+
+def test_tuning_loads_neither_pynvml_nor_amdsmi(fake_host: FakeHost, tmp_path: Path) -> None:
+    """The prestart and poststop hooks tune through ctypes (host/nvml_lib.py, host/amd_smi_lib.py): the vendors'
+    Python packages cost 20-40 ms to import, once per hook process on the direct path. Sets and restores one
+    setting of each vendor through the stub libraries, and reads the stubs' state back to be sure they were
+    the ones called."""
+    host = fake_host(nvidia=1, amd=1)
+    probe = f"""
+import os, sys
+sys.path[:0] = {PATH!r}
+from gpuhook.host.root import Root
+from gpuhook.tuning import session
+from gpuhook.tuning.backends import BackendSet
+from gpuhook.vendors.contract import Setting
+from gpuhook.vendors.discover import discover
+inv = discover(Root({host!r}))
+nv, amd = inv.vendor("nvidia").gpus[0], inv.vendor("amd").gpus[0]
+me = session.Holder("c1", os.getpid(), "1")
+with BackendSet(Root({host!r})) as b:
+    session.acquire({str(tmp_path)!r}, me, [Setting("nvidia", nv.uuid, 0, nv.pci, nv.uuid, "power_limit", "250000"),
+                                           Setting("amd", amd.uuid, 0, amd.pci, amd.sysfs, "power_cap", "250000000")],
+                    [], b)
+    print(open({host!r} + "/var/lib/gpuhook-sim/amdsmi").read().split()[2])
+    session.release({str(tmp_path)!r}, "c1", b)
+print(" ".join(sorted(sys.modules)))
+"""
+    done = subprocess.run([sys.executable, "-I", "-S", "-c", probe], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    cap, loaded = done.stdout.splitlines()
+    assert cap == "250000000"  # libamd_smi was called, not the sysfs files
+    assert Path(f"{host}/var/lib/gpuhook-sim/amdsmi").read_text().split()[2] == "300000000"  # and restored
+    assert Path(f"{host}/var/lib/gpuhook-sim/nvml.log").read_text().split()[:2] == ["set-power", "0"]
+    assert not set(loaded.split()) & {"pynvml", "amdsmi", "subprocess", "typing", "enum", "re", "pathlib"}

@@ -186,13 +186,13 @@ def _preload() -> None:
             importlib.import_module(name)
         except ImportError:
             continue
-    _preload_amdsmi()
+    _preload_amd_smi()
 
 
-def _preload_amdsmi() -> None:
-    """amdsmi, bound to the library of the host this daemon's config names, where it has one (a call on
-    another host root imports it anew: host/amd_smi.py). A config not validated yet is validated in a child, so
-    that the daemon (and every worker it forks) stays without jsonschema's 9 MiB."""
+def _preload_amd_smi() -> None:
+    """libamd_smi.so of the host this daemon's config names, loaded (not started) where it has one: AMD tuning
+    calls it through ctypes (host/amd_smi_lib.py), and a worker then finds it mapped. A config not validated yet
+    is validated in a child, so that the daemon (and every worker it forks) stays without jsonschema's 9 MiB."""
     from gpuhook.config import load
     from gpuhook.errors import GpuhookError
     from gpuhook.host.root import Root
@@ -205,13 +205,13 @@ def _preload_amdsmi() -> None:
             os._exit(0)
     os.waitpid(pid, 0)
     try:
-        rocm = Root(load().host_root).resolve("/opt/rocm")
-        if os.path.exists(os.path.join(rocm, "lib/libamd_smi.so")):
-            from gpuhook.host import amd_smi
+        library = os.path.join(Root(load().host_root).resolve("/opt/rocm"), "lib/libamd_smi.so")
+        if os.path.exists(library):
+            import ctypes
 
-            amd_smi.load(rocm)
-    except (GpuhookError, OSError, ImportError, ValueError):
-        return  # the workers import it themselves, as the direct path does
+            ctypes.CDLL(library)
+    except (GpuhookError, OSError, ValueError):
+        return  # the workers load it themselves, as the direct path does
 
 
 def _listen(path: str) -> socket.socket:

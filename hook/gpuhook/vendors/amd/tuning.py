@@ -1,4 +1,4 @@
-"""AMD tuning: through amdsmi where the host's libamd_smi loads, else amdgpu's sysfs files.
+"""AMD tuning: through amd-smi where the host's libamd_smi loads (host/amd_smi_lib.py), else amdgpu's sysfs files.
 Values are text: perf_level by name, sclk 'MIN-MAX' or 'default', power_cap in microwatts."""
 
 from __future__ import annotations
@@ -6,19 +6,18 @@ from __future__ import annotations
 import os
 
 from gpuhook.errors import TuningError
+from gpuhook.host.amd_smi_lib import PERF_LEVELS
 from gpuhook.vendors.contract import Setting
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from types import ModuleType
+    from ctypes import c_void_p
 
+    from gpuhook.host.amd_smi_lib import AmdSmi
     from gpuhook.host.inventory import VendorInventory
     from gpuhook.host.root import Root
 
-_LEVELS = {"auto": "AUTO", "low": "LOW", "high": "HIGH", "manual": "MANUAL", "profile_standard": "STABLE_STD",
-           "profile_peak": "STABLE_PEAK", "profile_min_mclk": "STABLE_MIN_MCLK",
-           "profile_min_sclk": "STABLE_MIN_SCLK", "perf_determinism": "DETERMINISM"}
 
 
 def _within(s: Setting, lo: int, hi: int, least: int, most: int) -> None:
@@ -29,55 +28,56 @@ def _within(s: Setting, lo: int, hi: int, least: int, most: int) -> None:
 
 
 class AmdSmiBackend:
-    """amdsmi (the package) on the host root's libamd_smi.so."""
+    """amd-smi on the host root's libamd_smi.so (called through host/amd_smi_lib.py: no amdsmi package in the
+    hooks); holds one session until close()."""
 
-    def __init__(self, rocm_dir: str) -> None:
-        from gpuhook.host import amd_smi
+    def __init__(self, library: str) -> None:
+        from gpuhook.host import amd_smi_lib
 
-        amdsmi = amd_smi.load(rocm_dir)
-        self._smi: ModuleType = amdsmi
+        self._error = amd_smi_lib.AmdSmiError
+        self._session = amd_smi_lib.session(library)
+        self._smi: AmdSmi = self._session.__enter__()
         try:
-            amdsmi.amdsmi_init()
-            self._handles = {amdsmi.amdsmi_get_gpu_device_bdf(h): h for h in amdsmi.amdsmi_get_processor_handles()}
-        except amdsmi.AmdSmiException as e:
-            raise TuningError(f"amdsmi cannot start: {e}") from e
+            self._handles = self._smi.processors()
+        except (self._error, AttributeError) as e:  # AttributeError: a library without one of these calls
+            self.close()
+            raise TuningError(f"amd-smi cannot list the host's GPUs: {e}") from e
 
     def close(self) -> None:
-        """End the amdsmi session."""
-        self._smi.amdsmi_shut_down()
+        """End the amd-smi session."""
+        self._session.__exit__(None, None, None)
 
     def get(self, s: Setting) -> str:
         """The current value (a clock range cannot be read back: its original is 'default')."""
         h = self._handle(s)
         try:
             if s.name == "perf_level":
-                name = self._smi.amdsmi_get_gpu_perf_level(h).removeprefix("AMDSMI_DEV_PERF_LEVEL_")
-                return next((k for k, v in _LEVELS.items() if v == name), name.lower())
+                level = self._smi.perf_level(h)
+                return next((k for k, v in PERF_LEVELS.items() if v == level), f"unknown ({level})")
             if s.name == "power_cap":
-                return str(self._smi.amdsmi_get_power_cap_info(h)["power_cap"])
+                return str(self._smi.power_cap(h))
             return "default"
-        except self._smi.AmdSmiException as e:
-            raise TuningError(f"amdsmi cannot read {s.name} of GPU {s.index} ({s.pci}): {e}") from e
+        except self._error as e:
+            raise TuningError(f"amd-smi cannot read {s.name} of GPU {s.index} ({s.pci}): {e}") from e
 
     def set(self, s: Setting, value: str) -> None:
         """Apply a value; the clock range's 'default' comes back with the performance level's restore."""
         h = self._handle(s)
         try:
             if s.name == "perf_level":
-                self._smi.amdsmi_set_gpu_perf_level(h, self._smi.AmdSmiDevPerfLevel[_LEVELS[value]])
+                self._smi.set_perf_level(h, PERF_LEVELS[value])
             elif s.name == "power_cap":
-                self._smi.amdsmi_set_power_cap(h, 0, int(value))
+                self._smi.set_power_cap(h, int(value))
             elif value != "default":
                 lo, hi = (int(x) for x in value.split("-"))
-                info = self._smi.amdsmi_get_clock_info(h, self._smi.AmdSmiClkType.SYS)
-                _within(s, lo, hi, int(info["min_clk"]), int(info["max_clk"]))
-                self._smi.amdsmi_set_gpu_clk_range(h, lo, hi, self._smi.AmdSmiClkType.SYS)
-        except self._smi.AmdSmiException as e:
-            raise TuningError(f"amdsmi cannot set {s.name}={value} on GPU {s.index} ({s.pci}): {e}") from e
+                _within(s, lo, hi, *self._smi.sclk_range(h))
+                self._smi.set_sclk_range(h, lo, hi)
+        except self._error as e:
+            raise TuningError(f"amd-smi cannot set {s.name}={value} on GPU {s.index} ({s.pci}): {e}") from e
 
-    def _handle(self, s: Setting) -> object:
+    def _handle(self, s: Setting) -> c_void_p:
         if s.pci not in self._handles:
-            raise TuningError(f"amdsmi does not know GPU {s.pci}; it has {', '.join(self._handles) or 'none'}")
+            raise TuningError(f"amd-smi does not know GPU {s.pci}; it has {', '.join(self._handles) or 'none'}")
         return self._handles[s.pci]
 
 

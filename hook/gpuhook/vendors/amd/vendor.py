@@ -115,16 +115,16 @@ def settings(tuning: Tuning, gpu: Gpu) -> tuple[Setting, ...]:
 
 
 def backend(root: Root) -> Backend:
-    """amdsmi on the host's /opt/rocm/lib/libamd_smi.so where it loads, else amdgpu's sysfs files."""
+    """amd-smi on the host's /opt/rocm/lib/libamd_smi.so where it loads, else amdgpu's sysfs files."""
     from gpuhook.errors import TuningError
     from gpuhook.vendors.amd.tuning import AmdSmiBackend, SysfsBackend
 
-    rocm = root.resolve("/opt/rocm")
-    if os.path.exists(os.path.join(rocm, "lib/libamd_smi.so")):
+    library = os.path.join(root.resolve("/opt/rocm"), "lib/libamd_smi.so")
+    if os.path.exists(library):
         try:
-            return AmdSmiBackend(rocm)
-        except (TuningError, ImportError, OSError, AttributeError, KeyError):
-            pass  # an amdsmi package that does not fit the host's library: the kernel's files still work
+            return AmdSmiBackend(library)
+        except TuningError:
+            pass  # a library that does not start or list its GPUs: the kernel's files still work
     return SysfsBackend(root, discover)
 
 
