@@ -73,3 +73,7 @@ class LedgerError(GpuhookError):
 
 class StateError(GpuhookError):
     """state_dir cannot be trusted (not root's alone) or used (full, unwritable)."""
+
+
+class KubernetesError(GpuhookError):
+    """The Kubernetes API server cannot be reached or refused a call, or a claim cannot be prepared."""

@@ -4,6 +4,7 @@ and the `hook` entry runc calls. Every command reports a failure as one line on 
 
 from __future__ import annotations
 
+import os
 import sys
 
 from gpuhook import __version__
@@ -24,8 +25,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         hook_args = parse(args_in)
         if hook_args is not None:
-            stage, folders, mounts = hook_args
-            return _hook(stage, folders, list(mounts))
+            stage, folders, mounts, claimed = hook_args
+            return _hook(stage, folders, list(mounts), claimed)
     if args_in[:1] == ["device-plugin"]:  # a daemon per node: argparse (and the shutil, bz2, lzma it loads) costs RSS
         kubelet_dir = _kubelet_dir(args_in[1:])
         if kubelet_dir is not None:
@@ -145,6 +146,22 @@ def _parser() -> argparse.ArgumentParser:
     dp.add_argument("--kubelet-dir", help="the kubelet's device plugin directory (default: [kubernetes] "
                     "kubelet_dir, /var/lib/kubelet/device-plugins)")
     dp.set_defaults(func=_device_plugin)
+    dra = sub.add_parser("dra-driver", help="the Kubernetes DRA driver (gpu.gpuhook.dev): ResourceSlices for the "
+                         "node's GPUs, MIG devices and partitions, and the kubelet's node plugin (run by a DaemonSet)")
+    dra.add_argument("--node-name", default=os.environ.get("NODE_NAME", ""),
+                     help="this node's name in the cluster (default: env NODE_NAME)")
+    dra.add_argument("--kubeconfig", help="a JSON kubeconfig (default: the pod's service account)")
+    dra.add_argument("--service-account", default="",
+                     help="the directory of the service account's token and CA (default: the pod's own, "
+                          "/var/run/secrets/kubernetes.io/serviceaccount)")
+    dra.add_argument("--driver-name", default="gpu.gpuhook.dev", help="the DRA driver's name (default: "
+                     "gpu.gpuhook.dev; DeviceClasses select it)")
+    dra.add_argument("--kubelet-plugins-dir", default="/var/lib/kubelet/plugins",
+                     help="where the driver's socket goes, in <driver name>/dra.sock")
+    dra.add_argument("--kubelet-registry-dir", default="/var/lib/kubelet/plugins_registry",
+                     help="the kubelet's plugin registry (default: /var/lib/kubelet/plugins_registry)")
+    dra.add_argument("--cdi-dir", default="/var/run/cdi", help="where prepared claims' CDI specs go")
+    dra.set_defaults(func=_dra_driver)
     ex = sub.add_parser("exporter", help="Prometheus metrics: the GPUs, the containers (and pods) holding them, "
                         "tuning, leases, health, telemetry (run by a DaemonSet or a systemd unit)")
     ex.add_argument("--listen", help="host:port to serve /metrics on (default: [exporter] listen, 127.0.0.1:9835)")
@@ -207,6 +224,23 @@ def _serve_plugin(kubelet_dir: str) -> int:
     return run(config, kubelet_dir or config.kubernetes.kubelet_dir)
 
 
+def _dra_driver(args: argparse.Namespace) -> int:
+    from gpuhook.config import load
+    from gpuhook.errors import KubernetesError
+    from gpuhook.kubernetes import apiserver
+    from gpuhook.kubernetes.dra_driver import run
+
+    if not args.node_name:
+        raise KubernetesError("dra-driver needs this node's name: --node-name, or env NODE_NAME (a DaemonSet sets "
+                              "it from spec.nodeName)")
+    if args.kubeconfig:
+        api = apiserver.from_kubeconfig(args.kubeconfig)
+    else:
+        api = apiserver.in_cluster(args.service_account or apiserver.SERVICE_ACCOUNT)
+    return run(load(), api, args.node_name, args.driver_name, args.kubelet_plugins_dir, args.kubelet_registry_dir,
+               args.cdi_dir)
+
+
 def _warm(socket_path: str) -> int:
     from gpuhook.cli.warm import serve
 
@@ -243,10 +277,11 @@ def _dev_char_links(args: argparse.Namespace) -> int:
     return create_dev_char_links(args.dry_run)
 
 
-def _hook(stage: str | None, folders: list[str], mounts: list[tuple[str, ...]]) -> int:
+def _hook(stage: str | None, folders: list[str], mounts: list[tuple[str, ...]], claimed: bool = False) -> int:
     from gpuhook.cli.hook import main as hook_main
 
-    return hook_main(stage, folders, mounts=[(m[0], m[1]) for m in mounts] or None)  # None: a hook naming none
+    return hook_main(stage, folders, mounts=[(m[0], m[1]) for m in mounts] or None,  # None: a hook naming none
+                     claimed=claimed)
 
 
 def _demo(args: argparse.Namespace) -> int:

@@ -24,10 +24,11 @@ STAGES = ("prestart", "createRuntime", "poststop", "update-ldcache")
 MAX_STATE = 1 << 20  # runc's state is a few hundred bytes; more is not a state
 
 
-def parse(args: Sequence[str]) -> tuple[str | None, list[str], list[tuple[str, str]]] | None:
-    """`hook [STAGE] [--folder DIR]... [--mount SOURCE DESTINATION]...` read by hand (the hot path, the admin CLI's
-    and the warm workers', loads no argparse): (stage, folders, mounts); None for anything else (argparse then
-    says what is wrong)."""
+def parse(args: Sequence[str]) -> tuple[str | None, list[str], list[tuple[str, str]], bool] | None:
+    """`hook [STAGE] [--folder DIR]... [--mount SOURCE DESTINATION]... [--claim UID/REQUEST]...` read by hand (the
+    hot path, the admin CLI's and the warm workers', loads no argparse): (stage, folders, mounts, whether a DRA
+    claim's marker hook runs: the stage reads every marker from the spec, request/dra_claim.py); None for anything
+    else (argparse then says what is wrong)."""
     if list(args[:1]) != ["hook"]:
         return None
     rest = list(args[1:])
@@ -38,21 +39,26 @@ def parse(args: Sequence[str]) -> tuple[str | None, list[str], list[tuple[str, s
         stage = rest.pop(0)
     folders: list[str] = []
     mounts: list[tuple[str, str]] = []
+    claimed = False
     while rest:
         option = rest.pop(0)
         if option == "--folder" and rest:
             folders.append(rest.pop(0))
         elif option == "--mount" and len(rest) >= 2:
             mounts.append((rest.pop(0), rest.pop(0)))
+        elif option == "--claim" and rest and stage == "prestart":
+            rest.pop(0)
+            claimed = True
         else:
             return None
-    return stage, folders, mounts
+    return stage, folders, mounts, claimed
 
 
 def main(stage: str | None, folders: list[str] | None = None, data: bytes | None = None,
-         mounts: list[tuple[str, str]] | None = None) -> int:
+         mounts: list[tuple[str, str]] | None = None, claimed: bool = False) -> int:
     """Run one hook stage (detected from the state's status when not given) on the OCI state on stdin (or `data`,
-    already read from it); 0 on success. `folders` and `mounts`: update-ldcache's directories and library mounts."""
+    already read from it); 0 on success. `folders` and `mounts`: update-ldcache's directories and library mounts;
+    `claimed`: a DRA claim's marker hook (one per claim request: the first does the work for all)."""
     try:
         state = fastjson.loads(sys.stdin.buffer.read(MAX_STATE) if data is None else data)
         if not isinstance(state, dict):
@@ -76,7 +82,7 @@ def main(stage: str | None, folders: list[str] | None = None, data: bytes | None
         if stage == "update-ldcache":
             hook_stages.update_ldcache(state, folders or [], mounts)
         else:
-            hook_stages.prestart(state)
+            hook_stages.prestart(state, claimed)
     except (GpuhookError, OSError, ValueError) as e:
         print(f"{name}: {one_line(e)}", file=sys.stderr)
         _count_refusal(e)

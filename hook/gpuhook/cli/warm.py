@@ -430,8 +430,8 @@ def _run(kind: str, argv: list[str], caller: int) -> bytes:
     hook_args = hook.parse(argv[1:])
     if hook_args is None:
         return b"direct"  # only the hook is a hot path; everything else starts Python as always
-    stage, folders, mounts = hook_args
-    return _exited(lambda: b"exit %d" % hook.main(stage, folders, mounts=mounts or None))
+    stage, folders, mounts, claimed = hook_args
+    return _exited(lambda: b"exit %d" % hook.main(stage, folders, mounts=mounts or None, claimed=claimed))
 
 
 def _exited(call: Callable[[], bytes]) -> bytes:

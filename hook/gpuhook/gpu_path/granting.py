@@ -15,14 +15,19 @@ if TYPE_CHECKING:
     from gpuhook.config import Config
     from gpuhook.host.inventory import Inventory
     from gpuhook.host.root import Root
+    from gpuhook.plan.authority import PreparedClaim
     from gpuhook.request.container import Request
 
 
-def authorized(request: Request, annotations: Mapping[str, str], config: Config, container_id: str) -> Request:
-    """The request as `[policy] requests` lets it through, its allocation claimed for this container. Reads and
-    writes the allocation record; PolicyError."""
+def authorized(request: Request, annotations: Mapping[str, str], config: Config, container_id: str,
+               markers: tuple[tuple[str, tuple[str, ...]], ...] = ()) -> Request:
+    """The request as `[policy] requests` lets it through, its allocation claimed for this container, or its DRA
+    claims (`markers`: request/dra_claim.claims_of) verified. Reads and writes the allocation record, reads the
+    claims' records; PolicyError."""
     from gpuhook.plan.authority import authorize
 
+    claims = tuple((_verified_claim(config.state_dir, uid, requests, annotations), requests)
+                   for uid, requests in markers)
     alloc = None
     if request.allocation:
         import time
@@ -32,7 +37,31 @@ def authorized(request: Request, annotations: Mapping[str, str], config: Config,
 
         alloc = allocations.claim(config.state_dir, request.allocation, workload_key(annotations, container_id),
                                   container_id, time.time())
-    return authorize(request, alloc, config)
+    return authorize(request, alloc, config, claims)
+
+
+def _verified_claim(state_dir: str, uid: str, requests: tuple[str, ...],
+                    annotations: Mapping[str, str]) -> PreparedClaim:
+    """The driver's record of claim `uid`, checked against what the container presents: prepared on this node,
+    holding the requests named, in the container's own namespace (a ResourceClaim is its namespace's: a CDI
+    device name taken to another namespace grants nothing). PolicyError otherwise."""
+    from gpuhook.apply import claims
+    from gpuhook.errors import PolicyError
+    from gpuhook.request.container import pod_identity
+
+    claim = claims.load(state_dir, uid)
+    if claim is None:
+        raise PolicyError(f"DRA claim {uid} is not prepared on this node (it was unprepared, or its CDI device is "
+                          "stale): GPUs come only from claims the kubelet prepared; recreate the pod")
+    _, namespace, _ = pod_identity(annotations)
+    if namespace != claim.namespace:
+        raise PolicyError(f"DRA claim {claim.namespace}/{claim.name} is not this container's: it runs in namespace "
+                          f"{namespace or '(none)'}; a claim serves the pods of its own namespace")
+    missing = sorted(set(requests) - {d.request for d in claim.devices})
+    if missing:
+        raise PolicyError(f"DRA claim {claim.namespace}/{claim.name} has no request {', '.join(missing)} prepared "
+                          f"here (it has {', '.join(sorted({d.request for d in claim.devices})) or 'none'})")
+    return claim
 
 
 _count_lock = -1  # held from picking free GPUs until this container's record is saved

@@ -25,9 +25,11 @@ if TYPE_CHECKING:
     from gpuhook.vendors.contract import Setting
 
 
-def prestart(state: dict[str, object]) -> None:
+def prestart(state: dict[str, object], claimed: bool = False) -> None:
     """The container of OCI state `state` given what it asks for, live (in its namespaces), its record saved,
-    then its tuning applied. Reads the bundle and the host; mounts, writes state files, tunes GPUs."""
+    then its tuning applied. `claimed`: run as a DRA claim's marker hook, of which a container may carry several
+    (one per claim request): the first gives it all, the others find its record. Reads the bundle and the host;
+    mounts, writes state files, tunes GPUs."""
     from gpuhook.apply.spec import read_spec
     from gpuhook.gpu_path.inject import prepare, release_count_lock
     from gpuhook.request.container import is_sandbox
@@ -46,6 +48,8 @@ def prestart(state: dict[str, object]) -> None:
     shims = containers.planned(config.state_dir, cid)
     if shims is not None:  # the shim edited config.json and planned the tuning: apply that plan
         _follow(spec, config, cid, pid, shims, log)
+        return
+    if claimed and containers.recorded(config.state_dir, cid):  # an earlier marker hook gave the claims
         return
     try:
         prepared = prepare(spec, bundle, config, log, container_id=cid)

@@ -21,6 +21,7 @@ from gpuhook.plan.prepare import Prepared, asks, decide, survey, vendors_to_disc
 from gpuhook.plan.tuning import check_policy
 from gpuhook.request.container import env_map, parse_request, pod_identity
 from gpuhook.request.docker_flag import gpus_flag
+from gpuhook.request.dra_claim import claims_of
 from gpuhook.vendors.discover import discover, identified
 from gpuhook.vendors.registry import all_vendors
 
@@ -43,10 +44,11 @@ def prepare(spec: Spec, bundle: str, config: Config, log: Any, gpuhook_bin: str 
     vendors = all_vendors()
     request = parse_request(annotations, env, config.policy.accept_env_requests,
                             gpus_flag(spec.get("hooks"), vendors), config.policy.gpus_any_vendor, vendors=vendors)
-    if request.allocation or config.policy.requests == "allocated":
+    markers = claims_of(spec.get("hooks"))  # DRA claims the kubelet gave, through their CDI devices
+    if request.allocation or markers or config.policy.requests == "allocated":
         from gpuhook.gpu_path.granting import authorized
 
-        request = authorized(request, annotations, config, container_id)
+        request = authorized(request, annotations, config, container_id, markers)
     if not asks(request):
         log.debug("no gpu request")
         return None
@@ -208,6 +210,7 @@ def _edited(spec: Spec, bundle: str, container_id: str, config: Config, runtime_
     from gpuhook.errors import ConfigError
     from gpuhook.proc import beside
     from gpuhook.request.docker_flag import is_gpus_hook
+    from gpuhook.request.dra_claim import is_claim_hook
 
     here = os.path.dirname(os.path.abspath(sys.argv[0]))
     gpuhook_bin = os.path.join(here, "gpuhook")
@@ -227,6 +230,9 @@ def _edited(spec: Spec, bundle: str, container_id: str, config: Config, runtime_
     new = apply_with(spec, prepared.edits, ctx)
     # Docker's --gpus hook: its work is done (a hook would not know)
     drop_hooks(new, "prestart", lambda h: is_gpus_hook(h, all_vendors()))
+    # a DRA claim's marker hooks: the shim's own prestart hook does their work (their poststop hook, which finds
+    # nothing left to release after the shim's, stays: a hook cannot tell which one runs first)
+    drop_hooks(new, "prestart", is_claim_hook)
     from gpuhook.host.processes import start_time
 
     # `me` execs the runtime: it creates the container

@@ -13,6 +13,7 @@ from __future__ import annotations
 from gpuhook.errors import PolicyError
 from gpuhook.frozen import frozen, replace
 from gpuhook.request.container import ALLOCATION, PREFIX, Request, Selection
+from gpuhook.request.tuning import parse_tuning
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -35,10 +36,40 @@ class Allocation:
     container: str = ""  # that container's id (the latest one presenting it)
 
 
-def authorize(request: Request, alloc: Allocation | None, config: Config) -> Request:
-    """`request` with its GPUs replaced by the allocation's; PolicyError where the policy refuses it. `alloc` is
-    the verified record of request.allocation (None when it presents none)."""
+@frozen
+class ClaimedDevice:
+    """One device of a DRA claim, as the driver prepared it on this node."""
+
+    request: str  # the claim's request it was allocated for
+    device: str  # its name in the driver's ResourceSlice
+    vendor: str
+    gpu: str  # the GPU (its key: UUID, a slice's name, else PCI address)
+    admin: bool = False  # adminAccess: given beside the pods that hold it, never tuned
+    tuning: tuple[tuple[str, str], ...] = ()  # its request's configuration (the class's, then the claim's): keys
+    # as gpuhook.dev/ annotations name them, checked against [tuning] when the claim was prepared
+
+
+@frozen
+class PreparedClaim:
+    """A ResourceClaim the DRA driver prepared on this node (kubernetes/dra_prepare.py), the runtime's grant for
+    the containers whose CDI devices name it (request/dra_claim.py)."""
+
+    uid: str
+    namespace: str
+    name: str
+    devices: tuple[ClaimedDevice, ...]
+    pods: tuple[str, ...] = ()  # the pods it was reserved for when prepared (the kubelet adds others later)
+    prepared: float = 0.0
+
+
+def authorize(request: Request, alloc: Allocation | None, config: Config,
+              claims: tuple[tuple[PreparedClaim, tuple[str, ...]], ...] = ()) -> Request:
+    """`request` with its GPUs replaced by the allocation's, or by the DRA claims' (each with the requests the
+    container was given); PolicyError where the policy refuses it. `alloc` is the verified record of
+    request.allocation (None when it presents none); `claims` are verified (granting.py)."""
     allocated = config.policy.requests == "allocated"
+    if claims:
+        return _from_claims(request, alloc, claims)
     if alloc is None:
         if allocated:
             _refuse_own_request(request, config)
@@ -55,6 +86,38 @@ def authorize(request: Request, alloc: Allocation | None, config: Config) -> Req
     # The allocation replaces every other ask, the image's own env included (a CUDA image's
     # NVIDIA_VISIBLE_DEVICES=all): the container gets exactly what the kubelet allocated.
     return replace(request, selections=(Selection(alloc.vendor, alloc.gpus, f"{PREFIX}{ALLOCATION}", alloc.id),))
+
+
+def _from_claims(request: Request, alloc: Allocation | None,
+                 claims: tuple[tuple[PreparedClaim, tuple[str, ...]], ...]) -> Request:
+    """The GPUs of the claims' requests the container was given, one selection per vendor, and the claims'
+    tuning added to the pod author's (one value per key: tuning is the container's, on all its GPUs)."""
+    if alloc is not None:
+        raise PolicyError(f"a container with a device plugin allocation ({alloc.resource}) and DRA claims "
+                          f"({', '.join(c.name for c, _ in claims)}): give the GPUs one way, not both")
+    own = next((s for s in request.selections if s.source == f"{PREFIX}gpus"), None)
+    names = ", ".join(f"{c.namespace}/{c.name}" for c, _ in claims)
+    if own is not None:
+        raise PolicyError(f"{own.source}={own.shown!r} next to DRA claims ({names}): a pod gets the GPUs its "
+                          f"claims were allocated; drop {own.source}")
+    by_vendor: dict[str, list[str]] = {}
+    tuning = dict(request.tuning_asked)
+    admin = False
+    for claim, requests in claims:
+        for d in (d for d in claim.devices if d.request in requests):
+            if d.gpu not in by_vendor.setdefault(d.vendor, []):
+                by_vendor[d.vendor].append(d.gpu)
+            admin = admin or d.admin
+            for key, value in d.tuning:
+                if tuning.setdefault(key, value) != value:
+                    raise PolicyError(f"{PREFIX}{key}: claim {claim.namespace}/{claim.name} asks {value!r} and "
+                                      f"the container's other claims or annotations {tuning[key]!r}: tuning is "
+                                      "the container's, on all its GPUs; ask one value")
+    if admin and tuning:
+        raise PolicyError(f"tuning ({', '.join(sorted(tuning))}) on a device given with adminAccess ({names}): "
+                          "an admin's view of GPUs other pods hold never changes them")
+    selections = tuple(Selection(vendor, tuple(gpus), "DRA claim", names) for vendor, gpus in by_vendor.items())
+    return replace(request, selections=selections, tuning=parse_tuning(tuning) if tuning else request.tuning)
 
 
 def _refuse_own_request(request: Request, config: Config) -> None:

@@ -68,6 +68,8 @@ class Request:
     host_rocm_asked: bool = False  # the annotation was given (true or false), so the policy default does not apply
     tuning: Tuning = Tuning()
     allocation: str | None = None  # gpuhook.dev/allocation: the device plugin's record id
+    tuning_asked: tuple[tuple[str, str], ...] = ()  # the tuning keys (without the prefix) as asked, for merging
+
 
     @property
     def wants_gpus(self) -> bool:
@@ -145,18 +147,20 @@ def parse_request(annotations: Mapping[str, str], env: Mapping[str, str], accept
     caps = _capabilities(ours, env, accept_env or flag is not None, vendors)
     rocm = _parse_host_rocm(ours["host-rocm"]) if "host-rocm" in ours else None
     asked = "host-rocm" in ours
-    tuning = parse_tuning(*(from_env(ours, env) if accept_env else (ours, frozenset())))  # never proven the user's
+    tuning_keys, from_env_keys = from_env(ours, env) if accept_env else (ours, frozenset())  # never the user's
+    tuning = parse_tuning(tuning_keys, from_env_keys)
+    raw = tuple((k, v) for k, v in sorted(tuning_keys.items()) if k in TUNING_KEYS)
     allocation = _allocation(ours[ALLOCATION], annotations) if ALLOCATION in ours else None
     if "gpus" in ours:
         sel = _parse_gpus(f"{PREFIX}gpus", ours["gpus"], vendor, vendors)
-        return Request((sel,) if sel else (), caps, rocm, asked, tuning, allocation)
+        return Request((sel,) if sel else (), caps, rocm, asked, tuning, allocation, raw)
     flagged = _flag_selection(env, flag, vendor, any_vendor, vendors)
     if vendor is not None and flagged is None:
         raise RequestError(f"annotation {PREFIX}vendor={ours['vendor']!r} needs {PREFIX}gpus "
                            "(e.g. all, 0,1, count:2 or a UUID)")
     if flagged is not None:  # the user's --gpus bounds the request: an image's AMD_VISIBLE_DEVICES=all adds none
-        return Request((flagged,), caps, rocm, asked, tuning, allocation)
-    return Request(_env_selections(env, accept_env, vendors, skip=flag), caps, rocm, asked, tuning, allocation)
+        return Request((flagged,), caps, rocm, asked, tuning, allocation, raw)
+    return Request(_env_selections(env, accept_env, vendors, skip=flag), caps, rocm, asked, tuning, allocation, raw)
 
 
 def _flag_selection(env: Mapping[str, str], flag: str | None, vendor: str | None, any_vendor: bool,

@@ -85,3 +85,19 @@ def values_or_error(values: dict[str, float], errors: list[str]) -> Reading:
     v = values.get
     return Reading(v("utilization"), v("memory_used"), v("memory_total"), v("power"), v("temperature"),
                    v("sm_clock"), v("power_limit"))
+
+
+@frozen
+class DraDevice:
+    """One device a vendor offers to Kubernetes' DRA (kubernetes/dra_devices.py publishes it): a whole GPU, or a
+    slice of one (an NVIDIA MIG device, an AMD compute partition). Its attributes and capacities carry the names
+    the vendor's own DRA driver publishes (bare: gpuhook's driver's domain) and are published again under that
+    driver's domain (`domain`, e.g. gpu.nvidia.com), so that a claim's CEL written for it reads ours unchanged."""
+
+    name: str  # the device's name in the ResourceSlice (a DNS label)
+    gpu: Gpu
+    kind: str  # gpu | mig | partition
+    domain: str  # the vendor's own DRA driver's name
+    attributes: tuple[tuple[str, str | int | bool], ...] = ()
+    versions: tuple[str, ...] = ()  # which attributes are versions (semver)
+    capacity: tuple[tuple[str, int], ...] = ()  # bytes for memory, counts otherwise

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from gpuhook.host.root import Root
     from gpuhook.request.tuning import Tuning
     from gpuhook.simulator.host import HostSpec
-    from gpuhook.vendors.contract import Backend, Setting, Source
+    from gpuhook.vendors.contract import Backend, DraDevice, Setting, Source
 else:
     Protocol = object
 
@@ -97,6 +97,11 @@ class Vendor(Protocol):
         `strategy` ([kubernetes] mig_strategy: none, single, mixed): a key without '/' is
         gpuhook's own (written as gpuhook-<vendor>.<key>), one with a prefix (the vendor's own labeller's,
         e.g. nvidia.com/gpu.product) is written as it is."""
+        ...
+
+    def dra_devices(self, inv: VendorInventory, root: Root) -> tuple[DraDevice, ...]:
+        """The devices gpuhook's DRA driver publishes for this vendor's GPUs: whole GPUs and slices, named and
+        described as the vendor's own DRA driver does (vendors/contract.DraDevice). Loads libraries; reads only."""
         ...
 
     def checks(self, inv: VendorInventory) -> tuple[tuple[str, str, str], ...]:

@@ -47,9 +47,9 @@ def labels(inv: VendorInventory, root: Root, replicas: int) -> dict[str, str]:
         out["gfx"] = "_".join(targets)
     if not inv.gpus:
         return out
-    props = _gpu_properties(root)
+    props = gpu_properties(root)
     banks = [kfd_properties(root, f"{_NODES}/{n}/mem_banks/0/properties") for n, _ in props]
-    names = [_product_name(root, g.sysfs) for g in inv.gpus]
+    names = [product_name(root, g.sysfs) for g in inv.gpus]
     out.update(labeller([p for _, p in props], banks, names, inv.driver_version or "", replicas))
     return out
 
@@ -99,14 +99,14 @@ def _counted(kind: str, values: list[str]) -> dict[str, str]:
     return out
 
 
-def _gpu_properties(root: Root) -> list[tuple[str, dict[str, int]]]:
+def gpu_properties(root: Root) -> list[tuple[str, dict[str, int]]]:
     """(KFD node id, properties) of the GPU nodes (those with SIMDs), in node order: discovery's GPU order."""
     nodes = sorted((n for n in root.listdir(_NODES) if n.isdigit()), key=int)
     found = [(n, kfd_properties(root, f"{_NODES}/{n}/properties")) for n in nodes]
     return [(n, p) for n, p in found if p.get("simd_count", 0) > 0]
 
 
-def _product_name(root: Root, sysfs: str) -> str:
+def product_name(root: Root, sysfs: str) -> str:
     """amdgpu's product_name of the PCI device (from the board's FRU); "" when it has none."""
     if not sysfs:
         return ""

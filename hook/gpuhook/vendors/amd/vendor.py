@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from gpuhook.host.root import Root
     from gpuhook.request.tuning import Tuning
     from gpuhook.simulator.host import HostSpec
-    from gpuhook.vendors.contract import Backend, Setting, Source
+    from gpuhook.vendors.contract import Backend, DraDevice, Setting, Source
 
 NAME = "amd"
 LABEL = "AMD"
@@ -148,6 +148,14 @@ def labels(inv: VendorInventory, root: Root, replicas: int, strategy: str = "non
     from gpuhook.vendors.amd import partitions as amd_partitions
 
     return {**amd_labels.labels(inv, root, replicas), **amd_partitions.labels(root, inv)}
+
+
+def dra_devices(inv: VendorInventory, root: Root) -> tuple[DraDevice, ...]:
+    """The DRA driver's devices: whole GPUs and compute partitions, as gpu.amd.com names them (dra.py). Reads
+    KFD and sysfs."""
+    from gpuhook.vendors.amd import dra
+
+    return dra.dra_devices(inv, root)
 
 
 def checks(inv: VendorInventory) -> tuple[tuple[str, str, str], ...]:

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from gpuhook.host.root import Root
     from gpuhook.request.tuning import Tuning
     from gpuhook.simulator.host import HostSpec
-    from gpuhook.vendors.contract import Backend, Setting, Source
+    from gpuhook.vendors.contract import Backend, DraDevice, Setting, Source
 
 NAME = "nvidia"
 LABEL = "NVIDIA"
@@ -175,6 +175,14 @@ def labels(inv: VendorInventory, root: Root, replicas: int, strategy: str = "non
     from gpuhook.vendors.nvidia import node_labels as nvidia_labels
 
     return nvidia_labels.labels(inv, root, replicas, strategy)
+
+
+def dra_devices(inv: VendorInventory, root: Root) -> tuple[DraDevice, ...]:
+    """The DRA driver's devices: whole GPUs not in MIG mode and MIG devices, as gpu.nvidia.com names them
+    (dra.py). Loads NVML, libcuda."""
+    from gpuhook.vendors.nvidia import dra
+
+    return dra.dra_devices(inv, root)
 
 
 def checks(inv: VendorInventory) -> tuple[tuple[str, str, str], ...]:

@@ -1,0 +1,153 @@
+"""The Kubernetes API server, as the DRA driver talks to it: JSON over HTTPS with the standard library alone.
+
+The driver needs a handful of calls (get a ResourceClaim, list, create, update and delete its node's
+ResourceSlices), not a client library: the official `kubernetes` package costs ~1 s and ~100 MiB to import and
+lightkube or kr8s bring httpx and their model packages for calls this module makes in ~150 lines
+(docs/kubernetes.md has the measurements). Credentials come from the pod's service account (in cluster) or a
+kubeconfig; the server's certificate is always verified against the cluster's CA.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import os
+import ssl
+import tempfile
+import urllib.parse
+
+from gpuhook.errors import KubernetesError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+_MAX_BODY = 16 << 20  # a list of a node's slices, or one claim, is far less
+_MAX_FILE = 1 << 20
+
+
+class ApiError(KubernetesError):
+    """An answer other than 2xx: its HTTP status and the server's message."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ApiServer:
+    """One API server: its address, the CA that signs it, and how we authenticate (a bearer token, re-read
+    from its file on every call since projected tokens rotate, or a client certificate)."""
+
+    def __init__(self, host: str, port: int, context: ssl.SSLContext, token_file: str = "", token: str = "",
+                 timeout: float = 10.0) -> None:
+        self._host, self._port, self._context = host, port, context
+        self._token_file, self._token, self._timeout = token_file, token, timeout
+
+    def request(self, method: str, path: str, body: dict[str, Any] | None = None,
+                query: dict[str, str] | None = None) -> dict[str, Any]:
+        """One call; the answer's JSON object. ApiError for a non-2xx answer, KubernetesError when the server
+        cannot be reached. Talks to the network."""
+        url = path + ("?" + urllib.parse.urlencode(query) if query else "")
+        headers = {"Accept": "application/json", "User-Agent": "gpuhook-dra-driver"}
+        token = self._bearer()
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        conn = http.client.HTTPSConnection(self._host, self._port, context=self._context, timeout=self._timeout)
+        try:
+            conn.request(method, url, body=data, headers=headers)
+            answer = conn.getresponse()
+            raw = answer.read(_MAX_BODY + 1)
+        except (OSError, http.client.HTTPException) as e:
+            raise KubernetesError(f"the API server https://{self._host}:{self._port} cannot be reached ({method} "
+                                  f"{path}): {e}") from e
+        finally:
+            conn.close()
+        try:
+            parsed = json.loads(raw) if raw else {}
+        except ValueError:
+            parsed = {}
+        if not 200 <= answer.status < 300:
+            message = parsed.get("message") if isinstance(parsed, dict) else None
+            raise ApiError(answer.status, f"{method} {path}: {answer.status} {message or answer.reason}")
+        if len(raw) > _MAX_BODY or not isinstance(parsed, dict):
+            raise KubernetesError(f"{method} {path}: the API server's answer is not a JSON object")
+        return parsed
+
+    def get(self, path: str, query: dict[str, str] | None = None) -> dict[str, Any]:
+        """GET `path`."""
+        return self.request("GET", path, query=query)
+
+    def _bearer(self) -> str:
+        if self._token_file:
+            return _read(self._token_file).strip()
+        return self._token
+
+
+def in_cluster(account: str = SERVICE_ACCOUNT, timeout: float = 10.0) -> ApiServer:
+    """The API server of the cluster this pod runs in, with the service account in directory `account` (its
+    token, re-read on every call, and the cluster's CA). KubernetesError outside one."""
+    host, port = os.environ.get("KUBERNETES_SERVICE_HOST", ""), os.environ.get("KUBERNETES_SERVICE_PORT", "443")
+    if not host or not os.path.exists(f"{account}/token"):
+        raise KubernetesError(f"not in a Kubernetes pod (no KUBERNETES_SERVICE_HOST, or no token in {account}): "
+                              "run as the DaemonSet does, or give --kubeconfig")
+    context = ssl.create_default_context(cadata=_read(f"{account}/ca.crt"))
+    return ApiServer(host.strip("[]"), int(port), context, token_file=f"{account}/token", timeout=timeout)
+
+
+def from_kubeconfig(path: str, timeout: float = 10.0) -> ApiServer:
+    """The API server and credentials of a kubeconfig's current context. The file is JSON (`kubectl config view
+    --raw --flatten -o json` writes one; YAML is not read: the driver carries no YAML parser). KubernetesError."""
+    try:
+        doc = json.loads(_read(path))
+    except (OSError, ValueError) as e:
+        raise KubernetesError(f"kubeconfig {path} cannot be read as JSON ({e}): write it with kubectl config view "
+                              "--raw --flatten -o json") from e
+    ctx = _named(doc, "contexts", doc.get("current-context", ""), path).get("context", {})
+    cluster = _named(doc, "clusters", ctx.get("cluster", ""), path).get("cluster", {})
+    user = _named(doc, "users", ctx.get("user", ""), path).get("user", {})
+    server = urllib.parse.urlsplit(cluster.get("server", ""))
+    if server.scheme != "https" or not server.hostname:
+        raise KubernetesError(f"kubeconfig {path}: the cluster's server {cluster.get('server')!r} is not https://")
+    context = ssl.create_default_context(cadata=_pem(cluster, "certificate-authority", path) or None)
+    if user.get("client-certificate") or user.get("client-certificate-data"):
+        _load_client_cert(context, _pem(user, "client-certificate", path), _pem(user, "client-key", path))
+    return ApiServer(server.hostname, server.port or 443, context, token_file=user.get("tokenFile", ""),
+                     token=user.get("token", ""), timeout=timeout)
+
+
+def _named(doc: dict[str, Any], section: str, name: str, path: str) -> dict[str, Any]:
+    for item in doc.get(section) or []:
+        if isinstance(item, dict) and item.get("name") == name:
+            return item
+    raise KubernetesError(f"kubeconfig {path} has no {section[:-1]} named {name!r}")
+
+
+def _pem(entry: dict[str, Any], key: str, path: str) -> str:
+    """A PEM text given inline (`<key>-data`, base64) or as a file (`<key>`), else ""."""
+    if entry.get(f"{key}-data"):
+        return base64.b64decode(entry[f"{key}-data"]).decode()
+    if entry.get(key):
+        file = entry[key] if os.path.isabs(entry[key]) else os.path.join(os.path.dirname(path), entry[key])
+        return _read(file)
+    return ""
+
+
+def _load_client_cert(context: ssl.SSLContext, cert: str, key: str) -> None:
+    """ssl takes a client certificate only from files: a private one, removed at once."""
+    with tempfile.NamedTemporaryFile("w", suffix=".pem") as f:
+        os.fchmod(f.fileno(), 0o600)
+        f.write(cert + "\n" + key)
+        f.flush()
+        context.load_cert_chain(f.name)
+
+
+def _read(path: str) -> str:
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        return f.read(_MAX_FILE).decode()

@@ -1,0 +1,226 @@
+"""`gpuhook dra-driver`: the DRA driver's node side. It registers with the kubelet through its plugin registry
+(pluginregistration v1: type DRAPlugin, the services v1.DRAPlugin and v1beta1.DRAPlugin), serves
+NodePrepareResources and NodeUnprepareResources on its own socket (kubernetes/dra_prepare.py), and publishes the
+node's devices as ResourceSlices (kubernetes/dra_devices.py, dra_slices.py).
+
+Every `[kubernetes] health_interval` it runs discovery again (the runtime's own): a GPU that goes, turns unhealthy,
+or whose MIG layout or partition mode changes is republished. When the kubelet removes its sockets (a restart) it
+serves and registers anew. SIGTERM or SIGINT: stop serving, remove the sockets, exit 0; the slices stay (the
+kubelet removes an unregistered driver's slices itself), and so do the prepared claims' records and CDI specs,
+which a new driver answers from.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+
+import grpc
+
+from gpuhook.errors import GpuhookError
+from gpuhook.host.numa import numa_node
+from gpuhook.host.root import Root
+from gpuhook.kubernetes.api import dra_pb2 as pb
+from gpuhook.kubernetes.api import dra_pb2_grpc, pluginregistration_pb2, pluginregistration_pb2_grpc
+from gpuhook.kubernetes.dra_devices import describe, device_json, pcie_root
+from gpuhook.kubernetes.dra_prepare import Preparer
+from gpuhook.kubernetes.dra_slices import Publisher
+from gpuhook.vendors.discover import discover, identified
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from gpuhook.config import Config
+    from gpuhook.host.inventory import Inventory
+    from gpuhook.kubernetes.apiserver import ApiServer
+    from gpuhook.vendors.contract import DraDevice
+
+DRIVER = "gpu.gpuhook.dev"
+SERVICES = ("v1.DRAPlugin", "v1beta1.DRAPlugin")  # the kubelet picks the first it speaks
+_V1BETA1 = "k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin"  # the same messages on the wire
+
+
+def say(line: str) -> None:
+    """One line on stderr (the DaemonSet's log)."""
+    sys.stderr.write(f"gpuhook dra-driver: {line}\n")
+    sys.stderr.flush()
+
+
+class Driver(dra_pb2_grpc.DRAPluginServicer, pluginregistration_pb2_grpc.RegistrationServicer):
+    """The node plugin's two services and what they share: the devices published now, under a lock."""
+
+    def __init__(self, config: Config, preparer: Preparer, endpoint: str, driver: str) -> None:
+        self._config, self._preparer, self._endpoint, self._driver = config, preparer, endpoint, driver
+        self._lock = threading.Lock()
+        self._devices: dict[str, DraDevice] = {}
+        self._inventory: Inventory | None = None
+        self.registered = threading.Event()
+
+    def update(self, devices: dict[str, DraDevice], inventory: Inventory) -> None:
+        """What is published now."""
+        with self._lock:
+            self._devices, self._inventory = devices, inventory
+
+    def GetInfo(self, request: Any, context: Any) -> Any:
+        """The kubelet's first question: who we are and where we serve."""
+        return pluginregistration_pb2.PluginInfo(type="DRAPlugin", name=self._driver, endpoint=self._endpoint,
+                                                 supported_versions=list(SERVICES))
+
+    def NotifyRegistrationStatus(self, request: Any, context: Any) -> Any:
+        """The kubelet's verdict on our registration."""
+        if request.plugin_registered:
+            say(f"registered with the kubelet as {self._driver} ({self._endpoint})")
+            self.registered.set()
+        else:
+            say(f"the kubelet refused the registration: {request.error}")
+        return pluginregistration_pb2.RegistrationStatusResponse()
+
+    def NodePrepareResources(self, request: Any, context: Any) -> Any:
+        """Each claim prepared, or its one-line error (the kubelet shows it in the pod's events and retries)."""
+        answer = pb.NodePrepareResourcesResponse()
+        for c in request.claims:
+            with self._lock:
+                devices, inventory = dict(self._devices), self._inventory
+            try:
+                if inventory is None:
+                    raise GpuhookError("the driver has not discovered the node's GPUs yet")
+                prepared = self._preparer.prepare(c.namespace, c.uid, c.name, devices, inventory)
+            except (GpuhookError, OSError, ValueError) as e:
+                say(f"claim {c.namespace}/{c.name} ({c.uid}): {e}")
+                answer.claims[c.uid].error = f"gpuhook: {e}"
+                continue
+            for req, device, cdi in prepared:
+                answer.claims[c.uid].devices.append(pb.Device(request_names=[req], pool_name=self._preparer.node,
+                                                              device_name=device, cdi_device_ids=[cdi]))
+            say(f"prepared claim {c.namespace}/{c.name} ({c.uid}): {', '.join(d for _, d, _ in prepared)}")
+        return answer
+
+    def NodeUnprepareResources(self, request: Any, context: Any) -> Any:
+        """Each claim's CDI spec and record removed."""
+        answer = pb.NodeUnprepareResourcesResponse()
+        for c in request.claims:
+            try:
+                self._preparer.unprepare(c.uid)
+            except (GpuhookError, OSError, ValueError) as e:
+                answer.claims[c.uid].error = f"gpuhook: {e}"
+                continue
+            answer.claims[c.uid].SetInParent()
+            say(f"unprepared claim {c.namespace}/{c.name} ({c.uid})")
+        return answer
+
+
+def run(config: Config, api: ApiServer, node: str, driver: str, plugins_dir: str, registry_dir: str,
+        cdi_dir: str) -> int:
+    """Serve until SIGTERM/SIGINT; returns the exit status. Reads the host, writes sockets, CDI specs and
+    records, talks to the kubelet and the API server."""
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    from gpuhook.proc import beside
+
+    here = os.path.dirname(os.path.abspath(sys.argv[0]))
+    gpuhook_bin = os.path.join(here, "gpuhook")
+    preparer = Preparer(config, api, driver, node, cdi_dir, beside(here, "gpuhook-hook", gpuhook_bin), gpuhook_bin,
+                        beside(here, "gpuhook-createhook"))
+    endpoint = os.path.join(plugins_dir, driver, "dra.sock")
+    registration = os.path.join(registry_dir, f"{driver}-reg.sock")
+    servicer = Driver(config, preparer, endpoint, driver)
+    publisher = Publisher(api, driver, node)
+    root = Root(config.host_root)
+    server: grpc.Server | None = None
+    said: set[str] = set()
+    layout: tuple[Any, ...] | None = None
+    wanted: list[dict[str, Any]] = []
+    left: list[str] = []
+    try:
+        while not stop.is_set():
+            found = discover(root)
+            now = _layout(found)
+            if now != layout:  # the vendors' facts (NVML, KFD) asked again only when discovery changed
+                layout = now
+                inventory = identified(root, found)
+                devices, left = describe(inventory, root)
+                servicer.update({d.name: d for d in devices}, inventory)
+                wanted = [_body(d, root, said) for d in devices]
+            try:
+                if publisher.publish(wanted):
+                    say(f"published {len(wanted)} devices in node {node}'s pool"
+                        + (f"; left out: {', '.join(left)}" if left else ""))
+            except GpuhookError as e:
+                publisher.forget()
+                _once(said, f"cannot publish the node's ResourceSlices ({e}); trying again")
+            if server is None or not (os.path.exists(endpoint) and os.path.exists(registration)):
+                if server is not None:
+                    say("the kubelet removed our sockets (it restarted): serving and registering anew")
+                server = _serve(servicer, endpoint, registration, server)
+            stop.wait(config.kubernetes.health_interval)
+    finally:
+        if server is not None:
+            server.stop(grace=1).wait(3)
+        for path in (endpoint, registration):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+        say("stopped")
+    return 0
+
+
+def _layout(inventory: Inventory) -> tuple[Any, ...]:
+    """What discovery says that the published devices depend on: each GPU and slice, its nodes, its shape and
+    its health, and the drivers' versions."""
+    from gpuhook.host.health import problem
+
+    return tuple((v.vendor, v.driver_version, tuple((g.key(), g.pci, g.profile, g.place, problem(g),
+                                                     tuple(n.path for n in g.nodes)) for g in (*v.gpus, *v.slices)))
+                 for v in inventory.vendors)
+
+
+def _body(d: DraDevice, root: Root, said: set[str]) -> dict[str, Any]:
+    """One device as the API takes it. Reads the PCI device's NUMA node and root complex."""
+    body, dropped = device_json(d, numa_node(root, d.gpu.pci) if d.gpu.pci else -1, pcie_root(root, d.gpu.pci))
+    if dropped:
+        _once(said, f"{d.name}: more than 32 attributes and capacities; its {d.domain}/ copies are left out")
+    return body
+
+
+def _serve(servicer: Driver, endpoint: str, registration: str, old: grpc.Server | None) -> grpc.Server:
+    """Both sockets bound and served (the old server stopped). Creates the socket files."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    if old is not None:
+        old.stop(grace=0.5).wait(2)
+    for path in (endpoint, registration):
+        os.makedirs(os.path.dirname(path), mode=0o750, exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+    server = grpc.server(ThreadPoolExecutor(max_workers=4, thread_name_prefix="dra-driver"),
+                         options=[("grpc.so_reuseport", 0)])
+    dra_pb2_grpc.add_DRAPluginServicer_to_server(servicer, server)
+    server.add_generic_rpc_handlers((_v1beta1(servicer),))
+    pluginregistration_pb2_grpc.add_RegistrationServicer_to_server(servicer, server)
+    server.add_insecure_port(f"unix://{endpoint}")
+    server.add_insecure_port(f"unix://{registration}")  # the kubelet asks GetInfo here, then calls the endpoint
+    server.start()
+    return server
+
+
+def _v1beta1(servicer: Driver) -> Any:
+    """The v1beta1 service, for kubelets before 1.34: the same messages under the older package's name."""
+    methods = {
+        "NodePrepareResources": grpc.unary_unary_rpc_method_handler(
+            servicer.NodePrepareResources, request_deserializer=pb.NodePrepareResourcesRequest.FromString,
+            response_serializer=pb.NodePrepareResourcesResponse.SerializeToString),
+        "NodeUnprepareResources": grpc.unary_unary_rpc_method_handler(
+            servicer.NodeUnprepareResources, request_deserializer=pb.NodeUnprepareResourcesRequest.FromString,
+            response_serializer=pb.NodeUnprepareResourcesResponse.SerializeToString),
+    }
+    return grpc.method_handlers_generic_handler(_V1BETA1, methods)
+
+
+def _once(said: set[str], line: str) -> None:
+    if line not in said:
+        said.add(line)
+        say(line)

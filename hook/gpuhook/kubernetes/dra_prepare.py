@@ -1,0 +1,168 @@
+"""NodePrepareResources and NodeUnprepareResources for gpuhook's DRA driver: a claim's allocation, read from the
+API server, becomes a record the runtime verifies (apply/claims.py) and a CDI spec the engine applies.
+
+The CDI spec (kind gpuhook.dev/claim, file gpuhook.dev-claim_<uid>.json in the CDI directory) has one device per
+allocated device, named <claim uid>-<device>: the GPU's device nodes and driver files, as gpuhook's own CDI specs
+describe them, and on the first device of each of the claim's requests the hooks: a prestart hook that names the
+claim and request (request/dra_claim.py: the runtime's proof of the grant, and where the claim's tuning is
+applied), a poststop hook that restores it, and the linker-cache refresh. A container on gpuhook's runtime handler
+gets the same from the shim, which then drops the marker hooks; one on plain runc gets it from the hooks.
+
+The record is written last, and is the checkpoint: a claim asked again (a restarted kubelet or driver) is
+answered from it, its CDI spec rewritten if it went; a record never written means the kubelet asks again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+
+from gpuhook import fastjson
+from gpuhook.apply import claims
+from gpuhook.apply.cdi_edits import CdiContext, to_cdi
+from gpuhook.apply.cdi_rules import required_version
+from gpuhook.atomic import write_text
+from gpuhook.edits import Edits, Hook, merge
+from gpuhook.errors import GpuhookError, KubernetesError
+from gpuhook.kubernetes.dra_config import tuning_by_request
+from gpuhook.plan.authority import ClaimedDevice, PreparedClaim
+from gpuhook.request.container import DEFAULT_CAPABILITIES
+from gpuhook.request.dra_claim import marker_args
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+    from gpuhook.config import Config
+    from gpuhook.host.inventory import Inventory
+    from gpuhook.kubernetes.apiserver import ApiServer
+    from gpuhook.vendors.contract import DraDevice
+
+CDI_KIND = "gpuhook.dev/claim"
+
+
+class Preparer:
+    """Prepares and unprepares one node's claims of one driver."""
+
+    def __init__(self, config: Config, api: ApiServer, driver: str, node: str, cdi_dir: str, hook_bin: str,
+                 gpuhook_bin: str, helper: str = "") -> None:
+        self._config, self._api, self._driver, self._node = config, api, driver, node
+        self._cdi_dir = cdi_dir
+        self._ctx = CdiContext(config.host_root, gpuhook_bin, config.path, config.hook_timeout, helper,
+                               config.ldconfig, config.state_dir)
+        self._hook_bin = hook_bin
+
+    def prepare(self, namespace: str, uid: str, name: str, devices: Mapping[str, DraDevice],
+                inventory: Inventory) -> list[tuple[str, str, str]]:
+        """The claim prepared: [(request, device, CDI device id)] for the kubelet's answer. `devices`: what the
+        driver publishes now, by name. Reads the API server; writes the CDI spec and the record. KubernetesError
+        (or another GpuhookError) with the one line the kubelet shows in the pod's events."""
+        record = claims.load(self._config.state_dir, uid)
+        if record is None:
+            record = self._allocated(namespace, uid, name, devices, inventory)
+            self._write_spec(record, devices, inventory)
+            claims.save(self._config.state_dir, record)
+        elif not os.path.exists(self.spec_path(uid)):  # a CDI directory emptied under a prepared claim
+            self._write_spec(record, devices, inventory)
+        return [(d.request, d.device, f"{CDI_KIND}={uid}-{d.device}") for d in record.devices]
+
+    def unprepare(self, uid: str) -> None:
+        """The claim's CDI spec and record removed (a claim not prepared here is fine). Deletes files."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.spec_path(uid))
+        claims.remove(self._config.state_dir, uid)
+
+    @property
+    def node(self) -> str:
+        """The node, which names the driver's pool."""
+        return self._node
+
+    def spec_path(self, uid: str) -> str:
+        """Where the claim's CDI spec is."""
+        return os.path.join(self._cdi_dir, f"gpuhook.dev-claim_{os.path.basename(uid)}.json")
+
+    def _allocated(self, namespace: str, uid: str, name: str, devices: Mapping[str, DraDevice],
+                   inventory: Inventory) -> PreparedClaim:
+        """The claim's devices on this node, as the scheduler allocated them, each with its configuration."""
+        claim = self._api.get(f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}")
+        meta, status = claim.get("metadata") or {}, claim.get("status") or {}
+        if meta.get("uid") != uid:
+            raise KubernetesError(f"claim {namespace}/{name} is now another object (uid {meta.get('uid')}, not "
+                                  f"{uid}): the kubelet will ask for the new one")
+        allocation = (status.get("allocation") or {}).get("devices") or {}
+        results = [r for r in allocation.get("results") or []
+                   if r.get("driver") == self._driver and r.get("pool") == self._node]
+        if not results:
+            raise KubernetesError(f"claim {namespace}/{name} has no device of {self._driver} allocated on node "
+                                  f"{self._node}")
+        requests = sorted({str(r.get("request", "")) for r in results})
+        tuning = tuning_by_request(allocation.get("config") or [], self._driver, requests)
+        out = []
+        for r in results:
+            d = devices.get(str(r.get("device")))
+            if d is None:
+                raise KubernetesError(f"claim {namespace}/{name}: device {r.get('device')} is not on node "
+                                      f"{self._node} any more (gone, or unhealthy): delete the pod to have it "
+                                      "scheduled anew")
+            request = str(r.get("request", "")).partition("/")[0]
+            admin = bool(r.get("adminAccess"))
+            keys = tuple(sorted(tuning.get(request, {}).items()))
+            if keys:
+                self._check_tuning(namespace, name, request, dict(keys), d, inventory, admin)
+            out.append(ClaimedDevice(request, d.name, d.gpu.vendor, d.gpu.key(), admin, keys))
+        pods = tuple(str(c.get("uid")) for c in status.get("reservedFor") or [] if c.get("resource") == "pods")
+        return PreparedClaim(uid, namespace, name, tuple(out), pods, time.time())
+
+    def _check_tuning(self, namespace: str, name: str, request: str, keys: dict[str, str], d: DraDevice,
+                      inventory: Inventory, admin: bool) -> None:
+        """The request's configuration, checked as its annotations would be: its values, [tuning] policy and
+        the rule for slices. KubernetesError naming the claim and request."""
+        from gpuhook.plan.tuning import check_policy, settings_for
+        from gpuhook.request.tuning import parse_tuning
+
+        where = f"claim {namespace}/{name}, request {request}"
+        if admin:
+            raise KubernetesError(f"{where}: a device given with adminAccess is never tuned: move the "
+                                  "configuration to a claim without adminAccess")
+        inv = inventory.vendor(d.gpu.vendor)
+        try:
+            tuning = parse_tuning(keys)
+            check_policy(tuning, self._config.tuning)
+            if inv is not None:
+                settings_for(tuning, [(inv, [d.gpu])], self._config.tuning.shared_slices)
+        except GpuhookError as e:
+            raise KubernetesError(f"{where}: {e}") from e
+
+    def _write_spec(self, record: PreparedClaim, devices: Mapping[str, DraDevice], inventory: Inventory) -> None:
+        """The claim's CDI spec (atomically). Writes a file."""
+        from gpuhook.vendors.registry import get
+
+        first: set[str] = set()
+        entries = []
+        env = [f"GPUHOOK_CONFIG={self._config.path}"]
+        for c in record.devices:
+            d = devices.get(c.device)
+            inv = inventory.vendor(c.vendor)
+            if d is None or inv is None:
+                raise KubernetesError(f"claim {record.namespace}/{record.name}: device {c.device} is not on node "
+                                      f"{self._node} any more (gone, or unhealthy): delete the pod to have it "
+                                      "scheduled anew")
+            vendor = get(c.vendor)
+            plan = vendor.plan(inv, [d.gpu], DEFAULT_CAPABILITIES, inventory.root)
+            edits = Edits(device_nodes=plan.device_nodes, mounts=plan.mounts, env=(f"{vendor.ENV_KEY}=void",),
+                          additional_gids=plan.additional_gids)
+            if c.request not in first:  # the request's hooks, once: the kubelet gives a container whole requests
+                first.add(c.request)
+                hooks = (Hook("prestart", self._hook_bin, (os.path.basename(self._hook_bin), "hook", "prestart",
+                                                           *marker_args(record.uid, c.request)), tuple(env),
+                              self._config.hook_timeout),
+                         Hook("poststop", self._hook_bin, (os.path.basename(self._hook_bin), "hook", "poststop"),
+                              tuple(env), self._config.hook_timeout))
+                edits = merge([edits, Edits(hooks=(*plan.hooks, *hooks), ldcache_dirs=plan.ldcache_dirs)])
+            entries.append({"name": f"{record.uid}-{c.device}", "containerEdits": to_cdi(edits, self._ctx)})
+        spec: dict[str, Any] = {"cdiVersion": "", "kind": CDI_KIND, "devices": entries}
+        spec["cdiVersion"] = required_version(spec)
+        os.makedirs(self._cdi_dir, mode=0o755, exist_ok=True)
+        write_text(self.spec_path(record.uid), fastjson.dumps(spec), mode=0o644)
