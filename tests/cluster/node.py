@@ -71,7 +71,7 @@ class Node:
         old.wait(15)
         with open(self.kubelet_log, "ab") as log:
             self.procs["kubelet"] = subprocess.Popen(
-                ["nsenter", "-t", str(self.procs["plugin"].pid), "-m", "--", *self.kubelet_argv],
+                ["nsenter", "-t", str(self.procs["namespace"].pid), "-m", "--", *self.kubelet_argv],
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def pod(self, name: str, spec: dict[str, Any], annotations: dict[str, str] | None = None) -> None:
@@ -151,7 +151,10 @@ def node(d: Path, base_rootfs: str, shim: str, gpuhook: str, plane: ControlPlane
             plugin_argv = [gpuhook, "device-plugin", "--kubelet-dir", f"{KUBELET_DIR}/device-plugins"]
             pproc = subprocess.Popen(["nsenter", "-t", str(kproc.pid), "-m", "--", *plugin_argv], env=genv,
                                      stdout=plog, stderr=subprocess.STDOUT, start_new_session=True)
-            procs = {"kubelet": kproc, "plugin": pproc}
+            # holds the kubelet's mount namespace, for a kubelet restarted while the plugin is stopped
+            holder = subprocess.Popen(["nsenter", "-t", str(kproc.pid), "-m", "--", "sleep", "infinity"],
+                                      start_new_session=True)
+            procs = {"kubelet": kproc, "plugin": pproc, "namespace": holder}
             try:
                 yield Node(d, env, manifests, kubelet_log, plugin_log, argv, procs, plugin_argv, genv)
             finally:
@@ -162,7 +165,7 @@ def node(d: Path, base_rootfs: str, shim: str, gpuhook: str, plane: ControlPlane
                     f.unlink()
                 if plane is None:  # a kubelet keeps an API pod's ended sandbox; cri_env's teardown removes those
                     _stop_pods(env)
-                for proc in (procs["plugin"], procs["kubelet"]):
+                for proc in (procs["plugin"], procs["kubelet"], procs["namespace"]):
                     stop(proc)
                 _remove_kubepods()
                 if made:

@@ -125,7 +125,7 @@ def run(config: Config, api: ApiServer, node: str, driver: str, plugins_dir: str
     here = os.path.dirname(os.path.abspath(sys.argv[0]))
     gpuhook_bin = os.path.join(here, "gpuhook")
     preparer = Preparer(config, api, driver, node, cdi_dir, beside(here, "gpuhook-hook", gpuhook_bin), gpuhook_bin,
-                        beside(here, "gpuhook-createhook"))
+                        beside(here, "gpuhook-createhook"), checkpoint=os.path.join(plugins_dir, driver))
     endpoint = os.path.join(plugins_dir, driver, "dra.sock")
     registration = os.path.join(registry_dir, f"{driver}-reg.sock")
     servicer = Driver(config, preparer, endpoint, driver)
@@ -146,6 +146,12 @@ def run(config: Config, api: ApiServer, node: str, driver: str, plugins_dir: str
                 devices, left = describe(inventory, root)
                 servicer.update({d.name: d for d in devices}, inventory)
                 wanted = [_body(d, root, said) for d in devices]
+                if server is None:  # before the kubelet can call: what a reboot took from /run, back
+                    restored, problems = preparer.restore({d.name: d for d in devices}, inventory)
+                    for claim in restored:
+                        say(f"restored prepared claim {claim} from the checkpoint")
+                    for problem in problems:
+                        say(f"cannot restore a prepared claim: {problem}")
             try:
                 if publisher.publish(wanted):
                     say(f"published {len(wanted)} devices in node {node}'s pool"

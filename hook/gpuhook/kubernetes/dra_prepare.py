@@ -8,8 +8,12 @@ claim and request (request/dra_claim.py: the runtime's proof of the grant, and w
 applied), a poststop hook that restores it, and the linker-cache refresh. A container on gpuhook's runtime handler
 gets the same from the shim, which then drops the marker hooks; one on plain runc gets it from the hooks.
 
-The record is written last, and is the checkpoint: a claim asked again (a restarted kubelet or driver) is
-answered from it, its CDI spec rewritten if it went; a record never written means the kubelet asks again.
+The record is written last, twice: in state_dir (/run/gpuhook/claims, which the runtime reads) and in the
+driver's checkpoint, in the kubelet's plugin directory (/var/lib/kubelet/plugins/<driver>/claims), which a reboot
+keeps. A claim asked again (a restarted kubelet or driver) is answered from the record, its CDI spec rewritten if
+it went; a record never written means the kubelet asks again. After a reboot the kubelet does not ask again (its
+own checkpoint says the claim is prepared) while its pods' containers start anew: the driver restores what /run
+lost from its checkpoint when it starts (`restore`), before it registers.
 """
 
 from __future__ import annotations
@@ -47,9 +51,9 @@ class Preparer:
     """Prepares and unprepares one node's claims of one driver."""
 
     def __init__(self, config: Config, api: ApiServer, driver: str, node: str, cdi_dir: str, hook_bin: str,
-                 gpuhook_bin: str, helper: str = "") -> None:
+                 gpuhook_bin: str, helper: str = "", checkpoint: str = "") -> None:
         self._config, self._api, self._driver, self._node = config, api, driver, node
-        self._cdi_dir = cdi_dir
+        self._cdi_dir, self._checkpoint = cdi_dir, checkpoint
         self._ctx = CdiContext(config.host_root, gpuhook_bin, config.path, config.hook_timeout, helper,
                                config.ldconfig, config.state_dir)
         self._hook_bin = hook_bin
@@ -63,16 +67,38 @@ class Preparer:
         if record is None:
             record = self._allocated(namespace, uid, name, devices, inventory)
             self._write_spec(record, devices, inventory)
+            if self._checkpoint:
+                claims.save(self._checkpoint, record)
             claims.save(self._config.state_dir, record)
         elif not os.path.exists(self.spec_path(uid)):  # a CDI directory emptied under a prepared claim
             self._write_spec(record, devices, inventory)
         return [(d.request, d.device, f"{CDI_KIND}={uid}-{d.device}") for d in record.devices]
 
     def unprepare(self, uid: str) -> None:
-        """The claim's CDI spec and record removed (a claim not prepared here is fine). Deletes files."""
+        """The claim's CDI spec and records removed (a claim not prepared here is fine). Deletes files."""
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.spec_path(uid))
         claims.remove(self._config.state_dir, uid)
+        if self._checkpoint:
+            claims.remove(self._checkpoint, uid)
+
+    def restore(self, devices: Mapping[str, DraDevice], inventory: Inventory) -> tuple[list[str], list[str]]:
+        """Every checkpointed claim's record and CDI spec, where /run lost them (a reboot): what the kubelet's own
+        checkpoint says is prepared must be, before its pods' containers start. Returns the claims restored and
+        what could not be, and why (a device the node no longer has). Writes files."""
+        restored, problems = [], []
+        for record in claims.all_records(self._checkpoint) if self._checkpoint else ():
+            if claims.load(self._config.state_dir, record.uid) is not None and os.path.exists(
+                    self.spec_path(record.uid)):
+                continue
+            try:
+                self._write_spec(record, devices, inventory)
+            except GpuhookError as e:
+                problems.append(str(e))
+                continue
+            claims.save(self._config.state_dir, record)
+            restored.append(f"{record.namespace}/{record.name} ({record.uid})")
+        return restored, problems
 
     @property
     def node(self) -> str:

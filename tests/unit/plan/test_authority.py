@@ -6,7 +6,7 @@ import pytest
 
 from gpuhook.config import Config, from_table
 from gpuhook.errors import PolicyError
-from gpuhook.plan.authority import Allocation, authorize
+from gpuhook.plan.authority import Allocation, ClaimedDevice, PreparedClaim, authorize
 from gpuhook.request.container import Selection
 from gpuhook.request.tuning import Tuning
 from tests.unit.parsing import parse_request
@@ -153,3 +153,41 @@ def test_tuning_and_capabilities_kept_with_allocation() -> None:
     assert out.tuning == Tuning(power_limit=300, exclusive=True)
     assert out.capabilities == frozenset({"compute", "video"})
     assert out.selections == (Selection("nvidia", (U0, U1), f"{A}allocation", ID),)
+
+
+def _claim(*devices: ClaimedDevice, name: str = "c") -> PreparedClaim:
+    return PreparedClaim(f"uid-{name}", "ns", name, devices)
+
+
+NV0 = ClaimedDevice("gpu", "gpu-0", "nvidia", U0)
+NV1 = ClaimedDevice("other", "gpu-1", "nvidia", U1)
+AMD = ClaimedDevice("gpu", "amdgpu-128", "amd", "0000:80:00.0")
+
+
+@pytest.mark.parametrize("config", [ANY, ALLOCATED], ids=["any", "allocated"])
+def test_dra_claims_give_the_requests_the_container_presents_whatever_the_image_env_says(config: Config) -> None:
+    request = parse_request({}, {"NVIDIA_VISIBLE_DEVICES": "all"})
+    got = authorize(request, None, config, ((_claim(NV0, NV1, AMD), ("gpu",)),))
+    assert [(s.vendor, s.devices) for s in got.selections] == [("nvidia", (U0,)), ("amd", ("0000:80:00.0",))]
+    both = authorize(request, None, config, ((_claim(NV0, NV1), ("gpu", "other")),))
+    assert [(s.vendor, s.devices) for s in both.selections] == [("nvidia", (U0, U1))]
+
+
+def test_a_claims_tuning_joins_the_pod_authors_and_must_agree_with_it() -> None:
+    tuned = ClaimedDevice("gpu", "gpu-0", "nvidia", U0, tuning=(("clocks", "1500"),))
+    got = authorize(parse_request({A + "power-limit": "250"}, {}), None, ALLOCATED, ((_claim(tuned), ("gpu",)),))
+    assert got.tuning.clocks == (1500, 1500) and got.tuning.power_limit == 250
+    with pytest.raises(PolicyError, match="claim ns/c asks '1500' and the container's other claims or annotations"):
+        authorize(parse_request({A + "clocks": "1200"}, {}), None, ALLOCATED, ((_claim(tuned), ("gpu",)),))
+
+
+@pytest.mark.parametrize(("annotations", "alloc", "device", "says"), [
+    ({A + "gpus": "0"}, None, NV0, "next to DRA claims (ns/c)"),
+    ({}, WHOLE, NV0, "a device plugin allocation (nvidia.com/gpu) and DRA claims"),
+    ({A + "clocks": "1500"}, None, ClaimedDevice("gpu", "gpu-0", "nvidia", U0, admin=True), "adminAccess"),
+], ids=["own gpus", "an allocation too", "tuning an admin's view"])
+def test_what_cannot_stand_beside_a_claim(annotations: dict[str, str], alloc: Allocation | None,
+                                          device: ClaimedDevice, says: str) -> None:
+    with pytest.raises(PolicyError) as e:
+        authorize(parse_request(annotations, {}), alloc, ALLOCATED, ((_claim(device), ("gpu",)),))
+    assert says in str(e.value)

@@ -1,0 +1,101 @@
+"""The DRA driver's pure parts: a claim's configuration, what is published for a device, the slices of a pool."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpuhook.edits import DeviceNode
+from gpuhook.errors import KubernetesError
+from gpuhook.host.inventory import Gpu
+from gpuhook.kubernetes.dra_config import API_VERSION, KIND, tuning_by_request
+from gpuhook.kubernetes.dra_devices import MAX_DEVICES, MAX_FIELDS, device_json, slices
+from gpuhook.vendors.contract import DraDevice
+
+DRIVER = "gpu.gpuhook.dev"
+
+
+def _opaque(source: str = "FromClaim", requests: list[str] | None = None, driver: str = DRIVER,
+            **params: Any) -> dict[str, Any]:
+    entry: dict[str, Any] = {"source": source, "opaque": {"driver": driver, "parameters": {
+        "apiVersion": API_VERSION, "kind": KIND, **params}}}
+    if requests is not None:
+        entry["requests"] = requests
+    return entry
+
+
+@pytest.mark.parametrize(("configs", "expected"), [
+    ([], {"a": {}, "b": {}}),
+    ([_opaque(clocks="1500")], {"a": {"clocks": "1500"}, "b": {"clocks": "1500"}}),
+    ([_opaque("FromClass", clocks="1200", exclusive=True), _opaque(clocks="1500")],
+     {"a": {"clocks": "1500", "exclusive": "true"}, "b": {"clocks": "1500", "exclusive": "true"}}),
+    ([_opaque(requests=["b"], powerLimit=250)], {"a": {}, "b": {"power-limit": "250"}}),
+    ([_opaque(requests=["a/large"], perfLevel="high")], {"a": {"perf-level": "high"}, "b": {}}),
+    ([_opaque(driver="gpu.nvidia.com", clocks="1500")], {"a": {}, "b": {}}),
+], ids=["none", "all requests", "claim over class", "one request", "a subrequest's", "another driver's"])
+def test_a_claims_configuration_by_request(configs: list[dict[str, Any]], expected: dict[str, Any]) -> None:
+    assert tuning_by_request(configs, DRIVER, ["a", "b"]) == expected
+
+
+@pytest.mark.parametrize(("entry", "says"), [
+    (_opaque(clock="1500"), "unknown field 'clock' in GpuConfig"),
+    ({"opaque": {"driver": DRIVER, "parameters": {"apiVersion": "gpu.nvidia.com/v1", "kind": "GpuConfig"}}},
+     "gpuhook's driver reads apiVersion resource.gpuhook.dev/v1alpha1"),
+    ({"opaque": {"driver": DRIVER, "parameters": ["x"]}}, "opaque parameters must be an object"),
+    (_opaque(clocks=["1500"]), "clocks must be a string or a number"),
+], ids=["typo", "another api", "not an object", "a list"])
+def test_a_configuration_gpuhook_cannot_read_is_refused_in_one_line(entry: dict[str, Any], says: str) -> None:
+    with pytest.raises(KubernetesError, match=says) as e:
+        tuning_by_request([entry], DRIVER, ["gpu"])
+    assert "config[0] (from the" in str(e.value) and "\n" not in str(e.value)
+
+
+def _device(attributes: tuple[tuple[str, str | int | bool], ...] = (), capacity: tuple[tuple[str, int], ...] = (),
+            versions: tuple[str, ...] = ()) -> DraDevice:
+    node = DeviceNode("/dev/nvidia3", "c", 195, 3, 0o666, 0, 0)
+    gpu = Gpu("nvidia", 3, "GPU-3", "0000:13:00.0", "H100", (node,))
+    return DraDevice("gpu-3", gpu, "gpu", "gpu.nvidia.com", attributes, versions, capacity)
+
+
+def test_a_device_carries_gpuhooks_attributes_the_vendors_copies_and_the_standard_ones() -> None:
+    d = _device((("type", "gpu"), ("productName", "H100"), ("driverVersion", "535.104.05"),
+                 ("cudaComputeCapability", "9.0")), (("memory", 80 << 30),),
+                ("driverVersion", "cudaComputeCapability"))
+    body, dropped = device_json(d, 1, "pci0000:10")
+    a = body["attributes"]
+    assert not dropped and body["name"] == "gpu-3" and body["capacity"] == {"memory": {"value": str(80 << 30)}}
+    assert a["type"] == {"string": "gpu"} and a["gpu.nvidia.com/type"] == {"string": "gpu"}
+    assert a["vendor"] == {"string": "nvidia"} and a["index"] == {"int": 3}
+    assert a["driverVersion"] == a["gpu.nvidia.com/driverVersion"] == {"version": "535.104.5"}  # semver: no 05
+    assert a["cudaComputeCapability"] == {"version": "9.0.0"}
+    assert a["resource.kubernetes.io/pciBusID"] == {"string": "0000:13:00.0"}
+    assert a["resource.kubernetes.io/pcieRoot"] == {"string": "pci0000:10"}
+    assert a["resource.kubernetes.io/numaNode"] == {"int": 1}
+
+
+def test_no_numa_node_is_published_where_the_kernel_says_none_and_a_non_version_is_left_out() -> None:
+    body, _ = device_json(_device((("driverVersion", "r550 beta"),), versions=("driverVersion",)), -1, "")
+    assert "resource.kubernetes.io/numaNode" not in body["attributes"]
+    assert "resource.kubernetes.io/pcieRoot" not in body["attributes"]
+    assert "driverVersion" not in body["attributes"]
+
+
+def test_past_the_apis_32_fields_the_vendor_copies_go_first() -> None:
+    many = tuple((f"fact{i}", i) for i in range(20))
+    body, dropped = device_json(_device(many, (("memory", 1),)), 0, "pci0000:00")
+    assert dropped
+    assert len(body["attributes"]) + len(body["capacity"]) <= MAX_FIELDS
+    assert not any(k.startswith("gpu.nvidia.com/") for k in body["attributes"])
+
+
+@pytest.mark.parametrize(("count", "expected"), [(0, [0]), (3, [3]), (MAX_DEVICES, [MAX_DEVICES]),
+                                                 (MAX_DEVICES + 1, [MAX_DEVICES, 1])])
+def test_a_pool_is_split_into_slices_of_at_most_128_devices(count: int, expected: list[int]) -> None:
+    out = slices("node-1", DRIVER, [{"name": f"d{i}"} for i in range(count)], 7, {"kind": "Node"})
+    assert [len(s["spec"]["devices"]) for s in out] == expected
+    assert {(s["spec"]["pool"]["name"], s["spec"]["pool"]["generation"], s["spec"]["pool"]["resourceSliceCount"])
+            for s in out} == {("node-1", 7, len(expected))}
+    assert [s["metadata"]["name"] for s in out] == [f"node-1-{DRIVER}-{n}" for n in range(len(expected))]
+    assert all(s["spec"]["nodeName"] == "node-1" and s["metadata"]["ownerReferences"] == [{"kind": "Node"}]
+               for s in out)
