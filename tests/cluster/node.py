@@ -261,8 +261,8 @@ class InstalledNode:
 
 
 @contextlib.contextmanager
-def installed_node(d: Path, base_rootfs: str, plane: ControlPlane, containerd: str = "containerd"
-                   ) -> Iterator[InstalledNode]:
+def installed_node(d: Path, base_rootfs: str, plane: ControlPlane, containerd: str = "containerd",
+                   cdi_dirs: tuple[str, ...] = ()) -> Iterator[InstalledNode]:
     d.mkdir(parents=True, exist_ok=True)
     tar = installer_image(base_rootfs, d)
     with box(d / "box") as b:
@@ -270,7 +270,7 @@ def installed_node(d: Path, base_rootfs: str, plane: ControlPlane, containerd: s
         with cri_env.start(d, base_rootfs, "", "", register=False, network=True, containerd=containerd,
                            spawn=b.spawner("containerd"), config_file=etc_containerd / "config.toml",
                            config_at="/etc/containerd/config.toml",
-                           more_images=[(str(tar), INSTALLER_IMAGE)]) as env:
+                           more_images=[(str(tar), INSTALLER_IMAGE)], cdi_dirs=cdi_dirs) as env:
             kubelet_log = d / "kubelet.log"
             b.spawner("kubelet")(kubelet_argv(d, env, plane), dict(os.environ), kubelet_log)
             try:
