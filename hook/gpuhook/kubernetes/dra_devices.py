@@ -35,18 +35,18 @@ MAX_FIELDS = 32  # attributes and capacities of one device
 MAX_DEVICES = 128  # devices in one ResourceSlice
 
 
-def describe(inventory: Inventory, root: Root) -> tuple[list[DraDevice], list[str]]:
-    """Every healthy device of every vendor, and what was left out and why. Loads the vendors' libraries; reads
+def describe(inventory: Inventory, root: Root) -> tuple[list[DraDevice], dict[str, str]]:
+    """Every healthy device of every vendor, and those left out: {name: why}. Loads the vendors' libraries; reads
     the host."""
     from gpuhook.vendors.registry import get
 
     devices: list[DraDevice] = []
-    left: list[str] = []
+    left: dict[str, str] = {}
     for inv in inventory.vendors:
         for d in get(inv.vendor).dra_devices(inv, root):
             why = problem(d.gpu)
             if why:
-                left.append(f"{d.name} ({why})")
+                left[d.name] = why
             else:
                 devices.append(d)
     return devices, left

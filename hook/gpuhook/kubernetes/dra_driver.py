@@ -4,7 +4,9 @@ NodePrepareResources and NodeUnprepareResources on its own socket (kubernetes/dr
 node's devices as ResourceSlices (kubernetes/dra_devices.py, dra_slices.py).
 
 Every `[kubernetes] health_interval` it runs discovery again (the runtime's own): a GPU that goes, turns unhealthy,
-or whose MIG layout or partition mode changes is republished. When the kubelet removes its sockets (a restart) it
+or whose MIG layout or partition mode changes is republished. An unhealthy GPU leaves the slices (no new claim gets
+it), and the kubelet's health watch (DRAResourceHealth, on by default from 1.36) hears it UNHEALTHY, with why, so
+that the pods holding it say so in their status. When the kubelet removes its sockets (a restart) it
 serves and registers anew. SIGTERM or SIGINT: stop serving, remove the sockets, exit 0; the slices stay (the
 kubelet removes an unregistered driver's slices itself), and so do the prepared claims' records and CDI specs,
 which a new driver answers from.
@@ -24,7 +26,13 @@ from gpuhook.errors import GpuhookError
 from gpuhook.host.numa import numa_node
 from gpuhook.host.root import Root
 from gpuhook.kubernetes.api import dra_pb2 as pb
-from gpuhook.kubernetes.api import dra_pb2_grpc, pluginregistration_pb2, pluginregistration_pb2_grpc
+from gpuhook.kubernetes.api import (
+    dra_pb2_grpc,
+    drahealth_pb2,
+    drahealth_pb2_grpc,
+    pluginregistration_pb2,
+    pluginregistration_pb2_grpc,
+)
 from gpuhook.kubernetes.dra_devices import describe, device_json, pcie_root
 from gpuhook.kubernetes.dra_prepare import Preparer
 from gpuhook.kubernetes.dra_slices import Publisher
@@ -42,6 +50,8 @@ if TYPE_CHECKING:
 DRIVER = "gpu.gpuhook.dev"
 SERVICES = ("v1.DRAPlugin", "v1beta1.DRAPlugin")  # the kubelet picks the first it speaks
 _V1BETA1 = "k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin"  # the same messages on the wire
+HEARTBEAT = 10.0  # seconds between health reports when nothing changes
+_HEALTH_TIMEOUT = 30  # what each report tells the kubelet: UNKNOWN after this long without one
 
 
 def say(line: str) -> None:
@@ -50,20 +60,55 @@ def say(line: str) -> None:
     sys.stderr.flush()
 
 
-class Driver(dra_pb2_grpc.DRAPluginServicer, pluginregistration_pb2_grpc.RegistrationServicer):
-    """The node plugin's two services and what they share: the devices published now, under a lock."""
+class Driver(dra_pb2_grpc.DRAPluginServicer, drahealth_pb2_grpc.DRAResourceHealthServicer,
+             pluginregistration_pb2_grpc.RegistrationServicer):
+    """The node plugin's services and what they share: the devices published now and every device's health,
+    under a lock (a change wakes the health watches)."""
 
     def __init__(self, config: Config, preparer: Preparer, endpoint: str, driver: str) -> None:
         self._config, self._preparer, self._endpoint, self._driver = config, preparer, endpoint, driver
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._devices: dict[str, DraDevice] = {}
         self._inventory: Inventory | None = None
+        self._health: dict[str, str] = {}  # every device ever published: "" healthy, else why not
+        self._version = 0
+        self._stopping = False
         self.registered = threading.Event()
+        self.republish = threading.Event()  # the slices written again without waiting for the recheck
 
-    def update(self, devices: dict[str, DraDevice], inventory: Inventory) -> None:
-        """What is published now."""
+    def update(self, devices: dict[str, DraDevice], inventory: Inventory, left: dict[str, str]) -> None:
+        """What is published now, and what was left out and why."""
+        health = {**{name: "gone from the node" for name in self._health}, **{n: "" for n in devices}, **left}
         with self._lock:
             self._devices, self._inventory = devices, inventory
+            if health != self._health:
+                self._health, self._version = health, self._version + 1
+                self._lock.notify_all()
+
+    def stop(self) -> None:
+        """End the health watches."""
+        with self._lock:
+            self._stopping = True
+            self._lock.notify_all()
+
+    def NodeWatchResources(self, request: Any, context: Any) -> Any:
+        """Every device's health, then again on each change and every HEARTBEAT seconds (the kubelet takes a
+        report older than its timeout for UNKNOWN), until the kubelet goes or the driver stops."""
+        import time
+
+        seen, sent = -1, 0.0
+        while context.is_active():
+            with self._lock:
+                self._lock.wait_for(lambda: self._stopping or self._version != seen,  # noqa: B023
+                                    timeout=max(0.0, sent + HEARTBEAT - time.monotonic()))
+                if self._stopping:
+                    return
+                if self._version == seen and time.monotonic() - sent < HEARTBEAT:
+                    continue
+                seen, health = self._version, dict(self._health)
+            sent = time.monotonic()
+            yield drahealth_pb2.NodeWatchResourcesResponse(devices=[_health(self._preparer.node, name, why)
+                                                                    for name, why in sorted(health.items())])
 
     def GetInfo(self, request: Any, context: Any) -> Any:
         """The kubelet's first question: who we are and where we serve."""
@@ -74,7 +119,8 @@ class Driver(dra_pb2_grpc.DRAPluginServicer, pluginregistration_pb2_grpc.Registr
         """The kubelet's verdict on our registration."""
         if request.plugin_registered:
             say(f"registered with the kubelet as {self._driver} ({self._endpoint})")
-            self.registered.set()
+            self.registered.set()  # a kubelet starting deletes its node's slices of drivers not registered yet
+            self.republish.set()
         else:
             say(f"the kubelet refused the registration: {request.error}")
         return pluginregistration_pb2.RegistrationStatusResponse()
@@ -135,7 +181,7 @@ def run(config: Config, api: ApiServer, node: str, driver: str, plugins_dir: str
     said: set[str] = set()
     layout: tuple[Any, ...] | None = None
     wanted: list[dict[str, Any]] = []
-    left: list[str] = []
+    left: dict[str, str] = {}
     try:
         while not stop.is_set():
             found = discover(root)
@@ -144,7 +190,7 @@ def run(config: Config, api: ApiServer, node: str, driver: str, plugins_dir: str
                 layout = now
                 inventory = identified(root, found)
                 devices, left = describe(inventory, root)
-                servicer.update({d.name: d for d in devices}, inventory)
+                servicer.update({d.name: d for d in devices}, inventory, left)
                 wanted = [_body(d, root, said) for d in devices]
                 if server is None:  # before the kubelet can call: what a reboot took from /run, back
                     restored, problems = preparer.restore({d.name: d for d in devices}, inventory)
@@ -152,10 +198,13 @@ def run(config: Config, api: ApiServer, node: str, driver: str, plugins_dir: str
                         say(f"restored prepared claim {claim} from the checkpoint")
                     for problem in problems:
                         say(f"cannot restore a prepared claim: {problem}")
+            if servicer.republish.is_set():
+                servicer.republish.clear()
+                publisher.forget()
             try:
                 if publisher.publish(wanted):
-                    say(f"published {len(wanted)} devices in node {node}'s pool"
-                        + (f"; left out: {', '.join(left)}" if left else ""))
+                    say(f"published {len(wanted)} devices in node {node}'s pool" + (
+                        "; left out: " + ", ".join(f"{n} ({why})" for n, why in left.items()) if left else ""))
             except GpuhookError as e:
                 publisher.forget()
                 _once(said, f"cannot publish the node's ResourceSlices ({e}); trying again")
@@ -165,6 +214,7 @@ def run(config: Config, api: ApiServer, node: str, driver: str, plugins_dir: str
                 server = _serve(servicer, endpoint, registration, server)
             stop.wait(config.kubernetes.health_interval)
     finally:
+        servicer.stop()
         if server is not None:
             server.stop(grace=1).wait(3)
         for path in (endpoint, registration):
@@ -202,9 +252,10 @@ def _serve(servicer: Driver, endpoint: str, registration: str, old: grpc.Server 
         os.makedirs(os.path.dirname(path), mode=0o750, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
-    server = grpc.server(ThreadPoolExecutor(max_workers=4, thread_name_prefix="dra-driver"),
+    server = grpc.server(ThreadPoolExecutor(max_workers=8, thread_name_prefix="dra-driver"),
                          options=[("grpc.so_reuseport", 0)])
     dra_pb2_grpc.add_DRAPluginServicer_to_server(servicer, server)
+    drahealth_pb2_grpc.add_DRAResourceHealthServicer_to_server(servicer, server)
     server.add_generic_rpc_handlers((_v1beta1(servicer),))
     pluginregistration_pb2_grpc.add_RegistrationServicer_to_server(servicer, server)
     server.add_insecure_port(f"unix://{endpoint}")
@@ -224,6 +275,16 @@ def _v1beta1(servicer: Driver) -> Any:
             response_serializer=pb.NodeUnprepareResourcesResponse.SerializeToString),
     }
     return grpc.method_handlers_generic_handler(_V1BETA1, methods)
+
+
+def _health(pool: str, name: str, why: str) -> Any:
+    """One device's health as the kubelet's watch reads it."""
+    import time
+
+    status = drahealth_pb2.UNHEALTHY if why else drahealth_pb2.HEALTHY
+    return drahealth_pb2.DeviceHealth(device=drahealth_pb2.DeviceIdentifier(pool_name=pool, device_name=name),
+                                      health=status, last_updated_time=int(time.time()),
+                                      health_check_timeout_seconds=_HEALTH_TIMEOUT, message=why)
 
 
 def _once(said: set[str], line: str) -> None:

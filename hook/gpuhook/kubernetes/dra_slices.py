@@ -1,8 +1,12 @@
 """The node's ResourceSlices, kept as the driver's devices are: one pool named after the node, its slices
-replaced whole (a new generation) when what is published changes, and nothing written when it does not.
+replaced whole (a new generation) when what is published changes, and nothing written when it does not. What is
+on the API server is read again every RECHECK seconds even when nothing changed here: the kubelet deletes a
+driver's slices some time after the driver's socket goes (a restart), and another client may have changed them.
 Talks to the API server."""
 
 from __future__ import annotations
+
+import time
 
 from gpuhook.kubernetes.apiserver import ApiError
 from gpuhook.kubernetes.dra_devices import slices
@@ -15,6 +19,7 @@ if TYPE_CHECKING:
     from gpuhook.kubernetes.apiserver import ApiServer
 
 _PATH = "/apis/resource.k8s.io/v1/resourceslices"
+RECHECK = 15.0
 
 
 class Publisher:
@@ -24,17 +29,19 @@ class Publisher:
         self._api, self._driver, self._node = api, driver, node
         self._owner: dict[str, Any] | None = None
         self._published: list[dict[str, Any]] | None = None
+        self._checked = 0.0
 
     def publish(self, devices: Sequence[dict[str, Any]]) -> bool:
         """The pool made to list exactly `devices`; whether anything was written. KubernetesError (ApiError) when
         the API server refuses or cannot be reached: the caller tries again."""
         wanted = list(devices)
-        if wanted == self._published:
+        if wanted == self._published and time.monotonic() - self._checked < RECHECK:
             return False
         existing = self._existing()
+        self._checked = time.monotonic()
         if [d for s in existing for d in s["spec"].get("devices") or []] == wanted and existing and all(
                 s["spec"]["pool"].get("resourceSliceCount") == len(existing) for s in existing):
-            self._published = wanted  # as published before this process started (a restarted driver)
+            self._published = wanted  # as it is (or as published before this process started)
             return False
         generation = 1 + max((int(s["spec"]["pool"].get("generation", 0)) for s in existing), default=0)
         by_name = {s["metadata"]["name"]: s for s in existing}
@@ -56,7 +63,7 @@ class Publisher:
         return True
 
     def forget(self) -> None:
-        """Publish again on the next call (the API server lost or another client changed what was written)."""
+        """Read what the API server has on the next call, and write what differs."""
         self._published = None
 
     def _existing(self) -> list[dict[str, Any]]:
