@@ -15,6 +15,7 @@ import json
 import os
 import ssl
 import tempfile
+import threading
 import urllib.parse
 
 from gpuhook.errors import KubernetesError
@@ -44,6 +45,7 @@ class ApiServer:
                  timeout: float = 10.0) -> None:
         self._host, self._port, self._context = host, port, context
         self._token_file, self._token, self._timeout = token_file, token, timeout
+        self._kept = threading.local()  # each thread's open connection, for its GETs (a TLS handshake spared)
 
     def request(self, method: str, path: str, body: dict[str, Any] | None = None,
                 query: dict[str, str] | None = None) -> dict[str, Any]:
@@ -58,16 +60,28 @@ class ApiServer:
         if body is not None:
             data = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
-        conn = http.client.HTTPSConnection(self._host, self._port, context=self._context, timeout=self._timeout)
-        try:
-            conn.request(method, url, body=data, headers=headers)
-            answer = conn.getresponse()
-            raw = answer.read(_MAX_BODY + 1)
-        except (OSError, http.client.HTTPException) as e:
-            raise KubernetesError(f"the API server https://{self._host}:{self._port} cannot be reached ({method} "
-                                  f"{path}): {e}") from e
-        finally:
-            conn.close()
+        kept = getattr(self._kept, "conn", None) if method == "GET" else None
+        for conn in ([kept] if kept else []) + [None]:  # a kept connection the server closed: once more, anew
+            fresh = conn is None
+            if conn is None:
+                conn = http.client.HTTPSConnection(self._host, self._port, context=self._context,
+                                                   timeout=self._timeout)
+            try:
+                conn.request(method, url, body=data, headers=headers)
+                answer = conn.getresponse()
+                raw = answer.read(_MAX_BODY + 1)
+            except (OSError, http.client.HTTPException) as e:
+                conn.close()
+                self._kept.conn = None
+                if fresh:
+                    raise KubernetesError(f"the API server https://{self._host}:{self._port} cannot be reached "
+                                          f"({method} {path}): {e}") from e
+                continue
+            if method == "GET" and not answer.will_close:
+                self._kept.conn = conn
+            else:
+                conn.close()
+            break
         try:
             parsed = json.loads(raw) if raw else {}
         except ValueError:
