@@ -277,6 +277,26 @@ def test_tuning_from_the_claims_configuration_is_applied_and_restored(dra: Dra) 
     wait_for(lambda: _nvml(dra)[index][:2] == [0, 0], 30, lambda: str(_nvml(dra)))
 
 
+def test_a_device_classs_configuration_applies_and_the_claims_overrides_it(dra: Dra) -> None:
+    """A class an admin made with a GpuConfig (clocks 1200, 250 W): a claim of it gets both, and its own clocks
+    replace the class's, field by field."""
+    params = {"apiVersion": "resource.gpuhook.dev/v1alpha1", "kind": "GpuConfig"}
+    dra.plane.apply({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "nvidia-capped"},
+                     "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}' && device.attributes"
+                                                                   f"['{DRIVER}'].vendor == 'nvidia'"}}],
+                              "config": [{"opaque": {"driver": DRIVER, "parameters": {
+                                  **params, "clocks": "1200", "powerLimit": 250}}}]}})
+    own = [{"opaque": {"driver": DRIVER, "parameters": {**params, "clocks": "1500"}}}]
+    dra.claim_pod("capped", exactly("nvidia-capped", config=own), SEE + "; sleep 300")
+    try:
+        wait_for(lambda: dra.logs_so_far("capped", "main"), 90, lambda: json.dumps(dra.status("capped")))
+        index = int(dra.logs_so_far("capped", "main")[0].removeprefix("nvidia"))
+        assert _nvml(dra)[index][:3] == [1500, 1500, 250000], _nvml(dra)
+    finally:
+        dra.delete("capped")
+        dra.plane.kubectl("delete", "deviceclass", "nvidia-capped", check=False)
+
+
 def test_an_invalid_configuration_fails_preparation_with_one_line_in_the_pods_events(dra: Dra) -> None:
     config = [{"opaque": {"driver": DRIVER, "parameters": {
         "apiVersion": "resource.gpuhook.dev/v1alpha1", "kind": "GpuConfig", "clock": "1500"}}}]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -99,3 +100,37 @@ def test_a_pool_is_split_into_slices_of_at_most_128_devices(count: int, expected
     assert [s["metadata"]["name"] for s in out] == [f"node-1-{DRIVER}-{n}" for n in range(len(expected))]
     assert all(s["spec"]["nodeName"] == "node-1" and s["metadata"]["ownerReferences"] == [{"kind": "Node"}]
                for s in out)
+
+
+def test_the_node_plugin_answers_the_kubelet_under_both_service_names(tmp_path: Path) -> None:
+    """The registration names v1.DRAPlugin and v1beta1.DRAPlugin; a kubelet of either speaks to the same calls
+    (the v1beta1 one by its own method path, as older kubelets do). Real gRPC over a Unix socket."""
+    import grpc
+
+    from gpuhook.config import from_table
+    from gpuhook.kubernetes import dra_driver
+    from gpuhook.kubernetes.api import dra_pb2, pluginregistration_pb2, pluginregistration_pb2_grpc
+    from gpuhook.kubernetes.dra_prepare import Preparer
+
+    config = from_table({"state_dir": str(tmp_path / "state")}, str(tmp_path / "config.toml"))
+    preparer = Preparer(config, None, DRIVER, "node-1", str(tmp_path / "cdi"), "/bin/gpuhook-hook",  # type: ignore[arg-type]
+                        "/bin/gpuhook", checkpoint=str(tmp_path / "plugins" / DRIVER))
+    endpoint, registration = str(tmp_path / "plugins" / DRIVER / "dra.sock"), str(tmp_path / "reg.sock")
+    servicer = dra_driver.Driver(config, preparer, endpoint, DRIVER)
+    server = dra_driver._serve(servicer, endpoint, registration, None)
+    try:
+        with grpc.insecure_channel(f"unix://{registration}") as channel:
+            info = pluginregistration_pb2_grpc.RegistrationStub(channel).GetInfo(pluginregistration_pb2.InfoRequest())
+        assert (info.type, info.name, info.endpoint) == ("DRAPlugin", DRIVER, endpoint)
+        assert list(info.supported_versions) == ["v1.DRAPlugin", "v1beta1.DRAPlugin"]
+        request = dra_pb2.NodeUnprepareResourcesRequest(claims=[dra_pb2.Claim(namespace="ns", uid="u-1", name="c")])
+        with grpc.insecure_channel(f"unix://{endpoint}") as channel:
+            for package in ("k8s.io.kubelet.pkg.apis.dra.v1", "k8s.io.kubelet.pkg.apis.dra.v1beta1"):
+                call = channel.unary_unary(f"/{package}.DRAPlugin/NodeUnprepareResources",
+                                           request_serializer=dra_pb2.NodeUnprepareResourcesRequest.SerializeToString,
+                                           response_deserializer=dra_pb2.NodeUnprepareResourcesResponse.FromString)
+                answer = call(request, timeout=5)
+                assert "u-1" in answer.claims and answer.claims["u-1"].error == ""  # never prepared: nothing to undo
+    finally:
+        servicer.stop()
+        server.stop(0)
