@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 from gpuhook import fastjson
-from gpuhook.apply.state_dir import ensure, unlink
+from gpuhook.apply.state_dir import ensure, records, unlink
 from gpuhook.atomic import write_text
 from gpuhook.errors import PolicyError
 from gpuhook.frozen import replace
@@ -47,14 +47,7 @@ def load(state_dir: str, alloc_id: str) -> Allocation | None:
 
 def all_records(state_dir: str) -> list[Allocation]:
     """Every readable record. Reads files."""
-    path = directory(state_dir)
-    out = []
-    for name in sorted(os.listdir(path)):
-        if name.endswith(".json") and not name.startswith("."):
-            rec = _read(os.path.join(path, name))
-            if rec is not None:
-                out.append(rec)
-    return out
+    return records(directory(state_dir), _read)
 
 
 def remove(state_dir: str, alloc_id: str) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from gpuhook import fastjson
-from gpuhook.apply.state_dir import ensure, unlink
+from gpuhook.apply.state_dir import ensure, records, unlink
 from gpuhook.atomic import write_text
 from gpuhook.plan.authority import ClaimedDevice, PreparedClaim
 from gpuhook.statefile import read_bounded
@@ -47,14 +47,7 @@ def load(state_dir: str, uid: str) -> PreparedClaim | None:
 
 def all_records(state_dir: str) -> list[PreparedClaim]:
     """Every readable record. Reads files."""
-    path = directory(state_dir)
-    out = []
-    for name in sorted(os.listdir(path)):
-        if name.endswith(".json") and not name.startswith("."):
-            rec = _read(os.path.join(path, name))
-            if rec is not None:
-                out.append(rec)
-    return out
+    return records(directory(state_dir), _read)
 
 
 def remove(state_dir: str, uid: str) -> None:

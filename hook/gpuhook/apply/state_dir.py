@@ -10,6 +10,13 @@ import stat
 
 from gpuhook.errors import StateError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import TypeVar
+
+    T = TypeVar("T")
+
 _checked: set[str] = set()  # per process: a directory found trusted once stays so for a short-lived process
 
 
@@ -101,3 +108,15 @@ def unlink(path: str) -> None:
         os.unlink(path)
     except FileNotFoundError:
         pass
+
+
+def records(directory: str, read: Callable[[str], T | None]) -> list[T]:
+    """Every record file in `directory` (<name>.json, not a writer's hidden temporary) that `read` takes, in name
+    order; one it cannot read is left out. Reads files."""
+    out = []
+    for name in sorted(os.listdir(directory)):
+        if name.endswith(".json") and not name.startswith("."):
+            rec = read(os.path.join(directory, name))
+            if rec is not None:
+                out.append(rec)
+    return out
