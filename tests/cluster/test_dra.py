@@ -404,6 +404,42 @@ def _health(dra: Dra, pod: str) -> list[tuple[str, str]]:
             for named in c.get("allocatedResourcesStatus") or [] for r in named.get("resources") or []]
 
 
+def test_time_slicing_shares_a_gpu_between_claims_up_to_its_replicas(dra: Dra) -> None:
+    """[kubernetes] replicas = 2: each device is published with two shares (consumable capacity); two claims of
+    gpu-1 both run on it at once, a third waits Pending, and an exclusive claim on it is refused at prepare."""
+    shared = Path(dra.env["GPUHOOK_CONFIG"]).with_name("shared.toml")
+    shared.write_text(Path(dra.env["GPUHOOK_CONFIG"]).read_text().replace("[kubernetes]\n",
+                                                                          "[kubernetes]\nreplicas = 2\n"))
+    dra.stop_driver()
+    dra.env["GPUHOOK_CONFIG"], original = str(shared), dra.env["GPUHOOK_CONFIG"]
+    dra.start_driver()
+    one = ("device.attributes['gpu.gpuhook.dev'].index == 1",)
+    try:
+        wait_for(lambda: dra.devices().get("gpu-1", {}).get("allowMultipleAllocations") is True, 60,
+                 lambda: json.dumps(dra.devices().get("gpu-1")))
+        assert dra.devices()["gpu-1"]["capacity"]["shares"]["value"] == "2"
+        for name in ("share-1", "share-2"):
+            dra.claim_pod(name, exactly("nvidia.gpu.gpuhook.dev", selectors=one), SEE + "; sleep 300")
+        for name in ("share-1", "share-2"):
+            wait_for(lambda: dra.logs_so_far(name, "main") == ["nvidia1"], 90,  # noqa: B023 (called at once)
+                     lambda: json.dumps(dra.status(name)))  # noqa: B023
+        dra.claim_pod("share-3", exactly("nvidia.gpu.gpuhook.dev", selectors=one), SEE)
+        wait_for(lambda: "cannot allocate all claims" in _unschedulable(dra, "share-3"), 60,
+                 lambda: json.dumps(dra.status("share-3")))
+        config = [{"opaque": {"driver": DRIVER, "parameters": {
+            "apiVersion": "resource.gpuhook.dev/v1alpha1", "kind": "GpuConfig", "exclusive": True}}}]
+        dra.claim_pod("alone", exactly("nvidia.gpu.gpuhook.dev", config=config), SEE)
+        wait_for(lambda: "exclusive=true on a GPU shared 2 ways" in _events(dra, "alone"), 60,
+                 lambda: _events(dra, "alone"))
+    finally:
+        dra.delete("share-1", "share-2", "share-3", "alone")
+        dra.stop_driver()
+        dra.env["GPUHOOK_CONFIG"] = original
+        dra.start_driver()
+    wait_for(lambda: "allowMultipleAllocations" not in dra.devices().get("gpu-1", {"allowMultipleAllocations": 1}),
+             60, lambda: json.dumps(dra.devices().get("gpu-1")))
+
+
 def test_a_changed_partition_mode_republishes_and_a_partition_is_claimed(dra: Dra) -> None:
     """The AMD GPUs put in CPX mode (eight partitions each) while the driver runs: it publishes the partitions in
     place of the GPUs, and a claim of the partition class gets one partition's render node."""

@@ -59,7 +59,7 @@ def _dump(c: PreparedClaim) -> str:
     return fastjson.dumps({
         "uid": c.uid, "namespace": c.namespace, "name": c.name, "pods": list(c.pods), "prepared": c.prepared,
         "devices": [{"request": d.request, "device": d.device, "vendor": d.vendor, "gpu": d.gpu, "admin": d.admin,
-                     "tuning": [list(kv) for kv in d.tuning]} for d in c.devices]})
+                     "tuning": [list(kv) for kv in d.tuning], "share": d.share} for d in c.devices]})
 
 
 def _read(path: str) -> PreparedClaim | None:
@@ -67,7 +67,8 @@ def _read(path: str) -> PreparedClaim | None:
         raw = fastjson.loads(read_bounded(path, _MAX_RECORD))  # a FIFO or a link there is no record
         devices = tuple(ClaimedDevice(str(d["request"]), str(d["device"]), str(d["vendor"]), str(d["gpu"]),
                                       bool(d.get("admin", False)),
-                                      tuple((str(k), str(v)) for k, v in d.get("tuning") or ()))
+                                      tuple((str(k), str(v)) for k, v in d.get("tuning") or ()),
+                                      str(d.get("share", "")))
                         for d in raw["devices"])
         return PreparedClaim(str(raw["uid"]), str(raw["namespace"]), str(raw["name"]), devices,
                              tuple(str(p) for p in raw.get("pods") or ()), float(raw.get("prepared", 0.0)))

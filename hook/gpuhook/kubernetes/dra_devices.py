@@ -9,7 +9,9 @@ Attributes, per device:
   values: a claim's CEL written for that driver reads ours unchanged, only its deviceClassName changes;
 - Kubernetes' standard ones: resource.kubernetes.io/pciBusID, pcieRoot and numaNode.
 Capacities: memory (bytes), and a partition's computeUnits and simdUnits. At most 32 attributes and capacities
-per device (the API's limit): the vendor-domain copies are dropped first, said in the log.
+per device (the API's limit): the vendor-domain copies are dropped first, said in the log. Under time-slicing
+(`[kubernetes] replicas` N > 1, as for the device plugin) each device may be allocated to N claims at once: it
+gains a `shares` capacity of N, of which a claim takes one.
 
 A GPU that discovery no longer sees, or that is unhealthy (host/health.py, the device plugin's rule), is not
 published: the scheduler then allocates it to no new claim. Pure, but for `describe`, which reads the host.
@@ -52,8 +54,10 @@ def describe(inventory: Inventory, root: Root) -> tuple[list[DraDevice], dict[st
     return devices, left
 
 
-def device_json(d: DraDevice, numa: int, pcie_root: str) -> tuple[dict[str, Any], bool]:
-    """The API's device for `d` and whether the vendor-domain copies had to be dropped (the 32-field limit)."""
+def device_json(d: DraDevice, numa: int, pcie_root: str, shares: int = 1) -> tuple[dict[str, Any], bool]:
+    """The API's device for `d` and whether the vendor-domain copies had to be dropped (the 32-field limit).
+    `shares` > 1 ([kubernetes] replicas, time-slicing): the device may be allocated to that many claims at once
+    (consumable capacity), each taking one `shares` and, unless it asks more, its share of every other capacity."""
     own: list[tuple[str, str | int | bool]] = [("type", d.kind), ("vendor", d.gpu.vendor), ("index", d.gpu.index)]
     own += [(k, v) for k, v in d.attributes if k != "type"]
     standard: list[tuple[str, str | int | bool]] = [(f"{STANDARD}/pciBusID", d.gpu.pci)] if d.gpu.pci else []
@@ -64,15 +68,28 @@ def device_json(d: DraDevice, numa: int, pcie_root: str) -> tuple[dict[str, Any]
     mirrored: list[tuple[str, str | int | bool]] = [(f"{d.domain}/{k}", v) for k, v in d.attributes]
     if d.gpu.vendor == "amd" and numa >= 0:
         mirrored.append((f"{d.domain}/numaNode", numa))  # AMD's driver publishes it bare, under its domain
-    room = MAX_FIELDS - len(d.capacity) - len(own) - len(standard)
+    capacity = list(d.capacity) + ([("shares", shares)] if shares > 1 else [])
+    room = MAX_FIELDS - len(capacity) - len(own) - len(standard)
     dropped = len(mirrored) > room
     attributes = {name: _value(name.rpartition("/")[2], value, d.versions)
                   for name, value in (*own, *standard, *(() if dropped else mirrored))}
     attributes = {k: v for k, v in attributes.items() if v is not None}
     out: dict[str, Any] = {"name": d.name, "attributes": attributes}
-    if d.capacity:
-        out["capacity"] = {name: {"value": str(value)} for name, value in d.capacity}
+    if capacity:
+        out["capacity"] = {name: _capacity(name, value, shares) for name, value in capacity}
+    if shares > 1:
+        out["allowMultipleAllocations"] = True
     return out, dropped
+
+
+def _capacity(name: str, value: int, shares: int) -> dict[str, Any]:
+    """One capacity; on a shared device, what a claim takes of it unless it asks: one share, a share's part of the
+    rest."""
+    out: dict[str, Any] = {"value": str(value)}
+    if shares > 1:
+        each = "1" if name == "shares" else str(value // shares)
+        out["requestPolicy"] = {"default": each, "validRange": {"min": each, "max": str(value)}}
+    return out
 
 
 def slices(node: str, driver: str, devices: Sequence[dict[str, Any]], generation: int,

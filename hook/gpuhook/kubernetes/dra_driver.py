@@ -139,10 +139,11 @@ class Driver(dra_pb2_grpc.DRAPluginServicer, drahealth_pb2_grpc.DRAResourceHealt
                 say(f"claim {c.namespace}/{c.name} ({c.uid}): {e}")
                 answer.claims[c.uid].error = f"gpuhook: {e}"
                 continue
-            for req, device, cdi in prepared:
+            for req, device, cdi, share in prepared:
                 answer.claims[c.uid].devices.append(pb.Device(request_names=[req], pool_name=self._preparer.node,
-                                                              device_name=device, cdi_device_ids=[cdi]))
-            say(f"prepared claim {c.namespace}/{c.name} ({c.uid}): {', '.join(d for _, d, _ in prepared)}")
+                                                              device_name=device, cdi_device_ids=[cdi],
+                                                              share_id=share or None))
+            say(f"prepared claim {c.namespace}/{c.name} ({c.uid}): {', '.join(d for _, d, _, _ in prepared)}")
         return answer
 
     def NodeUnprepareResources(self, request: Any, context: Any) -> Any:
@@ -191,7 +192,7 @@ def run(config: Config, api: ApiServer, node: str, driver: str, plugins_dir: str
                 inventory = identified(root, found)
                 devices, left = describe(inventory, root)
                 servicer.update({d.name: d for d in devices}, inventory, left)
-                wanted = [_body(d, root, said) for d in devices]
+                wanted = [_body(d, root, said, config.kubernetes.replicas) for d in devices]
                 if server is None:  # before the kubelet can call: what a reboot took from /run, back
                     restored, problems = preparer.restore({d.name: d for d in devices}, inventory)
                     for claim in restored:
@@ -234,9 +235,10 @@ def _layout(inventory: Inventory) -> tuple[Any, ...]:
                  for v in inventory.vendors)
 
 
-def _body(d: DraDevice, root: Root, said: set[str]) -> dict[str, Any]:
+def _body(d: DraDevice, root: Root, said: set[str], shares: int) -> dict[str, Any]:
     """One device as the API takes it. Reads the PCI device's NUMA node and root complex."""
-    body, dropped = device_json(d, numa_node(root, d.gpu.pci) if d.gpu.pci else -1, pcie_root(root, d.gpu.pci))
+    body, dropped = device_json(d, numa_node(root, d.gpu.pci) if d.gpu.pci else -1, pcie_root(root, d.gpu.pci),
+                                shares)
     if dropped:
         _once(said, f"{d.name}: more than 32 attributes and capacities; its {d.domain}/ copies are left out")
     return body

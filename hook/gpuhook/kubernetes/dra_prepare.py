@@ -59,9 +59,9 @@ class Preparer:
         self._hook_bin = hook_bin
 
     def prepare(self, namespace: str, uid: str, name: str, devices: Mapping[str, DraDevice],
-                inventory: Inventory) -> list[tuple[str, str, str]]:
-        """The claim prepared: [(request, device, CDI device id)] for the kubelet's answer. `devices`: what the
-        driver publishes now, by name. Reads the API server; writes the CDI spec and the record. KubernetesError
+                inventory: Inventory) -> list[tuple[str, str, str, str]]:
+        """The claim prepared: [(request, device, CDI device id, share id)] for the kubelet's answer. `devices`: what
+        the driver publishes now, by name. Reads the API server; writes the CDI spec and the record. KubernetesError
         (or another GpuhookError) with the one line the kubelet shows in the pod's events."""
         record = claims.load(self._config.state_dir, uid)
         if record is None:
@@ -72,7 +72,7 @@ class Preparer:
             claims.save(self._config.state_dir, record)
         elif not os.path.exists(self.spec_path(uid)):  # a CDI directory emptied under a prepared claim
             self._write_spec(record, devices, inventory)
-        return [(d.request, d.device, f"{CDI_KIND}={uid}-{d.device}") for d in record.devices]
+        return [(d.request, d.device, f"{CDI_KIND}={uid}-{d.device}", d.share) for d in record.devices]
 
     def unprepare(self, uid: str) -> None:
         """The claim's CDI spec and records removed (a claim not prepared here is fine). Deletes files."""
@@ -137,7 +137,8 @@ class Preparer:
             keys = tuple(sorted(tuning.get(request, {}).items()))
             if keys:
                 self._check_tuning(namespace, name, request, dict(keys), d, inventory, admin)
-            out.append(ClaimedDevice(request, d.name, d.gpu.vendor, d.gpu.key(), admin, keys))
+            share = str(r.get("shareID") or "")
+            out.append(ClaimedDevice(request, d.name, d.gpu.vendor, d.gpu.key(), admin, keys, share))
         pods = tuple(str(c.get("uid")) for c in status.get("reservedFor") or [] if c.get("resource") == "pods")
         return PreparedClaim(uid, namespace, name, tuple(out), pods, time.time())
 
@@ -153,8 +154,12 @@ class Preparer:
             raise KubernetesError(f"{where}: a device given with adminAccess is never tuned: move the "
                                   "configuration to a claim without adminAccess")
         inv = inventory.vendor(d.gpu.vendor)
+        shares = self._config.kubernetes.replicas
         try:
             tuning = parse_tuning(keys)
+            if tuning.exclusive and shares > 1:
+                raise KubernetesError(f"exclusive=true on a GPU shared {shares} ways ([kubernetes] replicas): "
+                                      "exclusive needs a node whose GPUs are not time-sliced, or drop exclusive")
             check_policy(tuning, self._config.tuning)
             if inv is not None:
                 settings_for(tuning, [(inv, [d.gpu])], self._config.tuning.shared_slices)

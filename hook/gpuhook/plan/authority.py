@@ -47,6 +47,7 @@ class ClaimedDevice:
     admin: bool = False  # adminAccess: given beside the pods that hold it, never tuned
     tuning: tuple[tuple[str, str], ...] = ()  # its request's configuration (the class's, then the claim's): keys
     # as gpuhook.dev/ annotations name them, checked against [tuning] when the claim was prepared
+    share: str = ""  # the scheduler's share id where the device is allocated to several claims (time-slicing)
 
 
 @frozen

@@ -134,3 +134,13 @@ def test_the_node_plugin_answers_the_kubelet_under_both_service_names(tmp_path: 
     finally:
         servicer.stop()
         server.stop(0)
+
+
+def test_a_time_sliced_device_takes_that_many_claims_each_with_its_share_by_default() -> None:
+    body, _ = device_json(_device(capacity=(("memory", 80 << 30),)), 0, "", shares=4)
+    assert body["allowMultipleAllocations"] is True
+    assert body["capacity"]["shares"] == {"value": "4", "requestPolicy": {
+        "default": "1", "validRange": {"min": "1", "max": "4"}}}
+    assert body["capacity"]["memory"]["requestPolicy"]["default"] == str(20 << 30)
+    whole, _ = device_json(_device(capacity=(("memory", 80 << 30),)), 0, "")
+    assert "allowMultipleAllocations" not in whole and whole["capacity"] == {"memory": {"value": str(80 << 30)}}
