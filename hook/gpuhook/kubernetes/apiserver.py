@@ -18,6 +18,7 @@ import tempfile
 import threading
 import urllib.parse
 
+from gpuhook.configfile import read_regular
 from gpuhook.errors import KubernetesError
 
 TYPE_CHECKING = False
@@ -162,6 +163,5 @@ def _load_client_cert(context: ssl.SSLContext, cert: str, key: str) -> None:
 
 
 def _read(path: str) -> str:
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as f:
-        return f.read(_MAX_FILE).decode()
+    """A token, CA or kubeconfig: a regular file, read bounded and without blocking."""
+    return read_regular(path, 0, _MAX_FILE).decode()

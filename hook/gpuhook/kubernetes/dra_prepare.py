@@ -129,9 +129,7 @@ class Preparer:
         for r in results:
             d = devices.get(str(r.get("device")))
             if d is None:
-                raise KubernetesError(f"claim {namespace}/{name}: device {r.get('device')} is not on node "
-                                      f"{self._node} any more (gone, or unhealthy): delete the pod to have it "
-                                      "scheduled anew")
+                raise self._gone(namespace, name, str(r.get("device")))
             request = str(r.get("request", "")).partition("/")[0]
             admin = bool(r.get("adminAccess"))
             keys = tuple(sorted(tuning.get(request, {}).items()))
@@ -141,6 +139,11 @@ class Preparer:
             out.append(ClaimedDevice(request, d.name, d.gpu.vendor, d.gpu.key(), admin, keys, share))
         pods = tuple(str(c.get("uid")) for c in status.get("reservedFor") or [] if c.get("resource") == "pods")
         return PreparedClaim(uid, namespace, name, tuple(out), pods, time.time())
+
+    def _gone(self, namespace: str, name: str, device: str) -> KubernetesError:
+        """A claim's device the node no longer publishes."""
+        return KubernetesError(f"claim {namespace}/{name}: device {device} is not on node {self._node} any more "
+                               "(gone, or unhealthy): delete the pod to have it scheduled anew")
 
     def _check_tuning(self, namespace: str, name: str, request: str, keys: dict[str, str], d: DraDevice,
                       inventory: Inventory, admin: bool) -> None:
@@ -177,9 +180,7 @@ class Preparer:
             d = devices.get(c.device)
             inv = inventory.vendor(c.vendor)
             if d is None or inv is None:
-                raise KubernetesError(f"claim {record.namespace}/{record.name}: device {c.device} is not on node "
-                                      f"{self._node} any more (gone, or unhealthy): delete the pod to have it "
-                                      "scheduled anew")
+                raise self._gone(record.namespace, record.name, c.device)
             vendor = get(c.vendor)
             plan = vendor.plan(inv, [d.gpu], DEFAULT_CAPABILITIES, inventory.root)
             edits = Edits(device_nodes=plan.device_nodes, mounts=plan.mounts, env=(f"{vendor.ENV_KEY}=void",),

@@ -6,7 +6,7 @@ Device names: amdgpu-<render minor>, one render node per GPU or partition. Reads
 
 from __future__ import annotations
 
-from gpuhook.vendors.amd.node_labels import gpu_properties, product_name
+from gpuhook.vendors.amd.node_labels import gpu_properties, memory_bank, product_name
 from gpuhook.vendors.contract import DraDevice
 
 TYPE_CHECKING = False
@@ -15,13 +15,10 @@ if TYPE_CHECKING:
     from gpuhook.host.root import Root
 
 DOMAIN = "gpu.amd.com"
-_NODES = "/sys/class/kfd/kfd/topology/nodes"
 
 
 def dra_devices(inv: VendorInventory, root: Root) -> tuple[DraDevice, ...]:
     """Every GPU and partition discovery lists (a partitioned GPU is its partitions). Reads KFD and sysfs."""
-    from gpuhook.vendors.amd.kfd import kfd_properties
-
     props = gpu_properties(root)  # discovery's order, one KFD node per GPU or partition
     by_render = {p.get("drm_render_minor", -1): (n, p) for n, p in props}
     common: list[tuple[str, str | int | bool]] = []
@@ -30,7 +27,7 @@ def dra_devices(inv: VendorInventory, root: Root) -> tuple[DraDevice, ...]:
     out = []
     for i, g in enumerate(inv.gpus):
         node, p = by_render.get(_render(g), props[i] if i < len(props) else ("", {}))
-        bank = kfd_properties(root, f"{_NODES}/{node}/mem_banks/0/properties") if node else {}
+        bank = memory_bank(root, node) if node else {}
         kind = "partition" if g.slice else "gpu"
         attrs: list[tuple[str, str | int | bool]] = [("type", "amdgpu-partition" if g.slice else "amdgpu")]
         name = product_name(root, g.sysfs) or g.model

@@ -48,7 +48,7 @@ def labels(inv: VendorInventory, root: Root, replicas: int) -> dict[str, str]:
     if not inv.gpus:
         return out
     props = gpu_properties(root)
-    banks = [kfd_properties(root, f"{_NODES}/{n}/mem_banks/0/properties") for n, _ in props]
+    banks = [memory_bank(root, n) for n, _ in props]
     names = [product_name(root, g.sysfs) for g in inv.gpus]
     out.update(labeller([p for _, p in props], banks, names, inv.driver_version or "", replicas))
     return out
@@ -104,6 +104,11 @@ def gpu_properties(root: Root) -> list[tuple[str, dict[str, int]]]:
     nodes = sorted((n for n in root.listdir(_NODES) if n.isdigit()), key=int)
     found = [(n, kfd_properties(root, f"{_NODES}/{n}/properties")) for n in nodes]
     return [(n, p) for n, p in found if p.get("simd_count", 0) > 0]
+
+
+def memory_bank(root: Root, node: str) -> dict[str, int]:
+    """The properties of a KFD node's first memory bank (its VRAM: size_in_bytes), {} when it has none."""
+    return kfd_properties(root, f"{_NODES}/{node}/mem_banks/0/properties")
 
 
 def product_name(root: Root, sysfs: str) -> str:

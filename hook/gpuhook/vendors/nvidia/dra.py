@@ -8,16 +8,12 @@ libcuda (the CUDA version). What NVML cannot say is left out, never guessed."""
 
 from __future__ import annotations
 
-import os
-
 from gpuhook.errors import DiscoveryError
 from gpuhook.vendors.contract import DraDevice
-from gpuhook.vendors.nvidia.node_labels import family
+from gpuhook.vendors.nvidia.node_labels import cuda_version, family, library, memory_bytes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from types import ModuleType
-
     from gpuhook.host.inventory import Gpu, VendorInventory
     from gpuhook.host.root import Root
 
@@ -83,18 +79,12 @@ def _nvml(inv: VendorInventory, root: Root) -> tuple[dict[str, tuple[str, str, i
                                                     dict[tuple[str, int, int], int], str]:
     """({GPU UUID: (compute capability, brand, memory bytes)}, {(GPU UUID, GI, CI): MIG memory MiB}, CUDA
     version); empty where NVML or libcuda cannot say."""
-    from gpuhook.host import libcuda, nvml
+    from gpuhook.host import nvml
 
-    cuda = ""
-    lib = _library(inv, "libcuda.so.")
-    if lib:
-        try:
-            cuda = libcuda.driver_cuda_version(root.lexical(lib))
-        except DiscoveryError:
-            cuda = ""
+    cuda = cuda_version(inv, root) or ""
     facts: dict[str, tuple[str, str, int]] = {}
     migs: dict[tuple[str, int, int], int] = {}
-    lib = _library(inv, "libnvidia-ml.so.")
+    lib = library(inv, "libnvidia-ml.so.")
     if lib is None:
         return facts, migs, cuda
     try:
@@ -103,7 +93,7 @@ def _nvml(inv: VendorInventory, root: Root) -> tuple[dict[str, tuple[str, str, i
                 if not g.uuid:
                     continue
                 capability, brand = nvml.device_facts(pynvml, g.uuid)
-                facts[g.uuid] = (capability, brand, _memory(pynvml, g.uuid))
+                facts[g.uuid] = (capability, brand, memory_bytes(pynvml, g.uuid))
                 if any(s.parent == g.uuid for s in inv.slices):
                     migs.update({k: mib for k, (_, _, mib) in nvml.mig_devices(pynvml, g.uuid).items()})
             if not cuda:
@@ -111,13 +101,6 @@ def _nvml(inv: VendorInventory, root: Root) -> tuple[dict[str, tuple[str, str, i
     except (DiscoveryError, ImportError):
         pass  # published without what NVML would have told
     return facts, migs, cuda
-
-
-def _memory(pynvml: ModuleType, uuid: str) -> int:
-    try:
-        return int(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByUUID(uuid)).total)
-    except pynvml.NVMLError:
-        return 0
 
 
 def _minor(g: Gpu) -> str:
@@ -140,6 +123,3 @@ def _label(profile: str) -> str:
     """A profile as a DNS label's part, as NVIDIA's driver writes it: 1g.10gb -> 1g10gb."""
     return "".join(c for c in profile.lower().replace(".", "") if c.isalnum() or c == "-").strip("-")
 
-
-def _library(inv: VendorInventory, prefix: str) -> str | None:
-    return next((f.source for f in inv.files if os.path.basename(f.source).startswith(prefix)), None)

@@ -36,7 +36,7 @@ _PCI_MODES = {"0x0302": "compute", "0x0300": "graphics"}  # PCI class 3D control
 def labels(inv: VendorInventory, root: Root, replicas: int, strategy: str = "none") -> dict[str, str]:
     """gpuhook's `cuda` and GFD's nvidia.com/ labels (MIG's under `strategy`). Loads the host's libcuda and NVML,
     reads PCI sysfs."""
-    cuda = _cuda_version(inv, root)
+    cuda = cuda_version(inv, root)
     out = {"cuda": cuda} if cuda else {}
     if not inv.gpus:
         return out  # as GFD: no device labels without GPUs
@@ -79,7 +79,7 @@ def _slices(profile: str) -> tuple[int, int]:
 
 def _mig_devices(inv: VendorInventory, root: Root) -> list[tuple[str, str, int]]:
     """(parent GPU UUID, profile, memory MiB) of every MIG device NVML reports; [] when it cannot say."""
-    lib = _library(inv, "libnvidia-ml.so.")
+    lib = library(inv, "libnvidia-ml.so.")
     if lib is None:
         return []
     from gpuhook.host import nvml
@@ -136,11 +136,11 @@ def sanitise(text: str) -> str:
     return "-".join(kept.split())
 
 
-def _cuda_version(inv: VendorInventory, root: Root) -> str | None:
+def cuda_version(inv: VendorInventory, root: Root) -> str | None:
     """The CUDA version the driver supports, asked of the host's libcuda; None when it cannot say."""
     from gpuhook.host import libcuda
 
-    lib = _library(inv, "libcuda.so.")
+    lib = library(inv, "libcuda.so.")
     if lib is None:
         return None
     try:
@@ -152,7 +152,7 @@ def _cuda_version(inv: VendorInventory, root: Root) -> str | None:
 def _nvml_facts(inv: VendorInventory, root: Root, uuid: str) -> tuple[str, int, bool]:
     """(compute capability, total memory in MiB, MIG capable) of one GPU from the host's NVML; ("", 0, False)
     for what it cannot tell (a GPU or an NVML without MIG support is not MIG capable)."""
-    lib = _library(inv, "libnvidia-ml.so.")
+    lib = library(inv, "libnvidia-ml.so.")
     if lib is None:
         return "", 0, False
     from gpuhook.host import nvml
@@ -166,8 +166,13 @@ def _nvml_facts(inv: VendorInventory, root: Root, uuid: str) -> tuple[str, int, 
 
 
 def _memory_mib(pynvml: ModuleType, uuid: str) -> int:
+    return memory_bytes(pynvml, uuid) // _MIB
+
+
+def memory_bytes(pynvml: ModuleType, uuid: str) -> int:
+    """A GPU's total memory as NVML reports it; 0 where it cannot say."""
     try:
-        return int(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByUUID(uuid)).total) // _MIB
+        return int(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByUUID(uuid)).total)
     except pynvml.NVMLError:
         return 0
 
@@ -192,5 +197,6 @@ def _mode(root: Root, pcis: list[str]) -> str:
     return modes.pop() if len(modes) == 1 else "unknown" if modes else "compute"
 
 
-def _library(inv: VendorInventory, prefix: str) -> str | None:
+def library(inv: VendorInventory, prefix: str) -> str | None:
+    """The driver's file whose name starts with `prefix` (libcuda.so., libnvidia-ml.so.), host-absolute; None."""
     return next((f.source for f in inv.files if os.path.basename(f.source).startswith(prefix)), None)
