@@ -56,8 +56,9 @@ def installed(tmp_path_factory: pytest.TempPathFactory, base_rootfs: str,
             wait_for(lambda: plane.get("daemonset", "gpu", NAMESPACE)["status"].get("numberReady") == 1, 300,
                      lambda: _why(plane, n))
             yield plane, n
-        finally:
-            helm(helm_env, "uninstall", "gpu", "--namespace", NAMESPACE, plane=plane, check=False)
+        finally:  # the DaemonSet's pod gone before the node's teardown, whose removals would race the kubelet's
+            helm(helm_env, "uninstall", "gpu", "--namespace", NAMESPACE, "--wait", plane=plane, check=False)
+            wait_for(lambda: not plane.get("pods", "", NAMESPACE)["items"], 90, lambda: "the DaemonSet's pod stayed")
 
 
 def _devices(plane: ControlPlane) -> list[str]:
