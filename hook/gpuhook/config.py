@@ -37,9 +37,11 @@ class TuningPolicy:
     allow: bool = True
     clocks_mhz: tuple[int, int] | None = None
     power_watts: tuple[int, int] | None = None
+    fan_percent: tuple[int, int] | None = None  # fixed fan speeds containers may ask; None: any the GPU takes
     perf_levels: tuple[str, ...] | None = None
     compute_modes: tuple[str, ...] | None = None
     exclusive: bool = True
+    fan: bool = True  # containers may set fans at all (gpuhook.dev/fan=auto is always allowed)
     shared_slices: bool = False  # tuning on a MIG device or AMD partition whose siblings other containers may hold
 
 
@@ -104,8 +106,8 @@ def from_table(table: dict[str, Any], path: str, validated: bool = False) -> Con
     policy = Policy(**table.get("policy", {}))
     t = table.get("tuning", {})
     tuning = TuningPolicy(policy.allow_tuning, _pair(t.get("clocks_mhz")), _pair(t.get("power_watts")),
-                          _names(t.get("perf_levels")), _names(t.get("compute_modes")), t.get("exclusive", True),
-                          t.get("shared_slices", False))
+                          _pair(t.get("fan_percent")), _names(t.get("perf_levels")), _names(t.get("compute_modes")),
+                          t.get("exclusive", True), t.get("fan", True), t.get("shared_slices", False))
     top = {k: v for k, v in table.items() if k not in ("policy", "tuning", "kubernetes", "exporter")}
     return Config(path=path, policy=policy, tuning=tuning, kubernetes=_kubernetes(table.get("kubernetes")),
                   exporter=Exporter(**table.get("exporter", {})), **top)

@@ -381,3 +381,108 @@ def test_a_lease_on_a_mig_gpu_holds_against_its_slices_and_back(tuned) -> None: 
     assert refused2.returncode != 0 and f"in use by container {user}" in refused2.stderr
     _, sibling = t.start({"gpuhook.dev/gpus": "0:2", "gpuhook.dev/exclusive": "true"})  # a slice alone: its own
     assert sibling.returncode == 0, sibling.stderr
+
+
+def _nvml_fans(t: Tuned) -> dict[tuple[int, int], tuple[int, int]]:
+    """(GPU, fan) -> (policy, target %) as the stub NVML holds them (absent: the driver's curve at 35%)."""
+    path = Path(f"{t.host}/var/lib/gpuhook-sim/nvml.fans")
+    rows = [[int(x) for x in ln.split()] for ln in path.read_text().splitlines()] if path.exists() else []
+    return {(g, f): (p, s) for g, f, p, s in rows}
+
+
+def _amd_fan(t: Tuned, index: int) -> tuple[str, str]:
+    hwmon = Path(f"{t.host}/sys/devices/pci0000:00/0000:{0x80 + index:02x}:00.0/hwmon/hwmon0")
+    return (hwmon / "pwm1_enable").read_text().strip(), (hwmon / "pwm1").read_text().strip()
+
+
+def test_nvidia_fans_live_with_the_container(tuned) -> None:  # type: ignore[no-untyped-def]
+    t = tuned(HostSpec(nvidia=2, fans=2))
+    cid, r = t.start({**NV0, "gpuhook.dev/fan": "80%"})
+    assert r.returncode == 0, r.stderr
+    fans = _nvml_fans(t)
+    assert fans[0, 0] == fans[0, 1] == (1, 80) and fans.get((1, 0), (0, 35)) == (0, 35)  # both fans, GPU 0 only
+    assert "fan          auto         80           " + cid in t.gpuhook("status").stdout
+    t.stop(cid)
+    assert _nvml_fans(t)[0, 0] == _nvml_fans(t)[0, 1] == (0, 35)
+    assert t.log("nvml") == ["set-fan", "set-fan", "auto-fan", "auto-fan"]
+
+
+def test_an_admins_fixed_fan_comes_back_fan_by_fan(tuned) -> None:  # type: ignore[no-untyped-def]
+    t = tuned(HostSpec(nvidia=1, fans=2))
+    Path(f"{t.host}/var/lib/gpuhook-sim/nvml.fans").write_text("0 0 0 35\n0 1 1 60\n")  # fan 1 fixed at 60%
+    cid, r = t.start({**NV0, "gpuhook.dev/fan": "90"})
+    assert r.returncode == 0, r.stderr
+    assert _nvml_fans(t)[0, 1] == (1, 90)
+    t.stop(cid)
+    assert _nvml_fans(t) == {(0, 0): (0, 35), (0, 1): (1, 60)}
+
+
+@pytest.mark.parametrize("amdsmi", [True, False], ids=["amdsmi", "sysfs"])
+def test_amd_fan_lives_with_the_container(tuned, amdsmi: bool) -> None:  # type: ignore[no-untyped-def]
+    t = tuned(HostSpec(amd=2, amdsmi=amdsmi))
+    hwmon = Path(f"{t.host}/sys/devices/pci0000:00/0000:80:00.0/hwmon/hwmon0")
+    (hwmon / "pwm1_enable").write_text("1\n")  # the admin fixed GPU 0's fan at half speed
+    (hwmon / "pwm1").write_text("128\n")
+    first, r = t.start({"gpuhook.dev/gpus": "0,1", "gpuhook.dev/vendor": "amd", "gpuhook.dev/fan": "80"})
+    assert r.returncode == 0, r.stderr
+    assert _amd_fan(t, 0) == _amd_fan(t, 1) == ("1", "204")  # 80% of 255
+    second, r = t.start({"gpuhook.dev/gpus": "1", "gpuhook.dev/vendor": "amd", "gpuhook.dev/fan": "80"})
+    assert r.returncode == 0, r.stderr  # the same value joins
+    t.stop(first)
+    assert _amd_fan(t, 0) == ("1", "128") and _amd_fan(t, 1) == ("1", "204")  # GPU 1 still held by `second`
+    t.stop(second)
+    assert _amd_fan(t, 1)[0] == "2"  # back to the driver's curve
+
+
+def test_fan_auto_holds_the_curve_against_a_fixed_speed(tuned) -> None:  # type: ignore[no-untyped-def]
+    t = tuned(HostSpec(amd=1))
+    holder, r = t.start({"gpuhook.dev/gpus": "0", "gpuhook.dev/fan": "auto"})
+    assert r.returncode == 0, r.stderr
+    _, refused = t.start({"gpuhook.dev/gpus": "0", "gpuhook.dev/fan": "60"})
+    (line,) = refused.stderr.strip().splitlines()
+    assert refused.returncode != 0 and f"has fan auto set for container {holder}; this container asks 60" in line
+    assert _amd_fan(t, 0)[0] == "2"
+
+
+@pytest.mark.parametrize(("spec", "vendor", "fan", "said"), [
+    (HostSpec(nvidia=1), "nvidia", "20", "runs its fans at 30-100%: 20% refused"),
+    (HostSpec(nvidia=1, fans=0), "nvidia", "50", "has no fan (a passively cooled board"),
+    (HostSpec(amd=1), "amd", "10", "runs its fan at 20-100% (pwm1_min/pwm1_max 51-255): 10% refused"),
+    (HostSpec(amd=1, fans=0), "amd", "50", "has no fan control (no hwmon pwm1_enable"),
+], ids=["nvidia below", "nvidia fanless", "amd below", "amd fanless"])
+def test_a_fan_the_gpu_cannot_take_is_refused(tuned, spec: HostSpec, vendor: str, fan: str,  # type: ignore[no-untyped-def]
+                                               said: str) -> None:
+    t = tuned(spec)
+    _, r = t.start({"gpuhook.dev/gpus": "0", "gpuhook.dev/vendor": vendor, "gpuhook.dev/fan": fan})
+    (line,) = r.stderr.strip().splitlines()
+    assert r.returncode != 0 and said in line, line
+    assert "set-fan" not in t.log("nvml")
+    assert "no GPU tuning is held" in t.gpuhook("status").stdout
+    if vendor == "amd" and spec.fans:
+        assert _amd_fan(t, 0) == ("2", "89")  # untouched
+
+
+@pytest.mark.parametrize(("policy", "fan", "said"), [
+    ("[tuning]\nfan_percent = [40, 100]\n", "30", "gpuhook.dev/fan=30 is outside what this host allows: 40-100%"),
+    ("[tuning]\nfan = false\n", "60", "does not let containers set fans ([tuning] fan = false)"),
+    ("", "101", "gpuhook.dev/fan='101': expected a fan speed in percent (0-100) or auto"),
+    ("", "quiet", "gpuhook.dev/fan='quiet': expected"),
+])
+def test_a_fan_outside_policy_is_refused_before_the_spec_changes(tuned, policy: str, fan: str,  # type: ignore[no-untyped-def]
+                                                                 said: str) -> None:
+    t = tuned(HostSpec(nvidia=1), policy)
+    b = t.bundle({**NV0, "gpuhook.dev/fan": fan}, ["true"])
+    before = (b / "config.json").read_bytes()
+    r = subprocess.run([conftest.SHIM, "run", "--bundle", str(b), "f-" + uuid.uuid4().hex[:8]], env=t.env,
+                       capture_output=True, text=True, timeout=60, check=False)
+    (line,) = r.stderr.strip().splitlines()
+    assert r.returncode != 0 and said in line, line
+    assert (b / "config.json").read_bytes() == before
+    assert not _nvml_fans(t)
+
+
+def test_fan_auto_is_allowed_where_fixed_fans_are_not(tuned) -> None:  # type: ignore[no-untyped-def]
+    t = tuned(HostSpec(nvidia=1), "[tuning]\nfan = false\n")
+    cid, r = t.start({**NV0, "gpuhook.dev/fan": "auto"})
+    assert r.returncode == 0, r.stderr
+    assert "fan          auto         auto" in t.gpuhook("status").stdout

@@ -87,6 +87,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="MIG devices (1g.10gb, 3g.40gb, ...) on every NVIDIA GPU (--mig-gpus: the first K only)")
     s.add_argument("--mig-gpus", type=int, metavar="K", help="how many NVIDIA GPUs are in MIG mode")
     s.add_argument("--partitions", default="SPX", metavar="MODE", help="AMD compute partitions: SPX, DPX, QPX, CPX")
+    s.add_argument("--fans", type=int, choices=range(5), default=1, metavar="F",
+                   help="fans on each GPU, 0-4 (0: passively cooled, as SXM and OAM boards are)")
     s.set_defaults(func=lambda a: _host().simulate(a))
     ls = sub.add_parser("list", help="list the host's GPUs as gpuhook sees them")
     ls.add_argument("--json", action="store_true", help="machine-readable output")

@@ -19,7 +19,8 @@ def simulate(args: argparse.Namespace) -> int:
     root = build_host(args.root, HostSpec(nvidia=args.nvidia, amd=args.amd, nvidia_driver=args.nvidia_driver,
                                           cuda_version=args.cuda_version, amd_driver=amd_driver,
                                           mig=tuple(args.mig), mig_gpus=args.mig_gpus,
-                                          amd_partitions=args.partitions.upper()), replace=args.replace)
+                                          amd_partitions=args.partitions.upper(), fans=args.fans),
+                     replace=args.replace)
     print(f"simulated host with {args.nvidia} NVIDIA and {args.amd} AMD GPUs at {root}")
     print(f"use it with: host_root = \"{root}\" in the gpuhook config")
     return 0

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
 CLOCK_GRAPHICS = 0  # nvmlClockType_t
+FAN_POLICY_AUTO = 0  # nvmlFanControlPolicy_t: NVML_FAN_POLICY_TEMPERATURE_CONTINOUS_SW (the driver's curve)
 _SUCCESS, _INSUFFICIENT_SIZE = 0, 7
 _uint = ctypes.c_uint
 
@@ -82,6 +83,26 @@ class Nvml:
 
     def reset_clocks(self, device: ctypes.c_void_p) -> None:
         self._call("nvmlDeviceResetGpuLockedClocks", device)
+
+    def fans(self, device: ctypes.c_void_p) -> int:
+        return self._uint_out("nvmlDeviceGetNumFans", device)
+
+    def fan_policy(self, device: ctypes.c_void_p, fan: int) -> int:
+        return self._uint_out("nvmlDeviceGetFanControlPolicy_v2", device, _uint(fan))
+
+    def fan_target(self, device: ctypes.c_void_p, fan: int) -> int:
+        return self._uint_out("nvmlDeviceGetTargetFanSpeed", device, _uint(fan))
+
+    def fan_range(self, device: ctypes.c_void_p) -> tuple[int, int]:
+        low, high = _uint(), _uint()
+        self._call("nvmlDeviceGetMinMaxFanSpeed", device, ctypes.byref(low), ctypes.byref(high))
+        return low.value, high.value
+
+    def set_fan(self, device: ctypes.c_void_p, fan: int, percent: int) -> None:
+        self._call("nvmlDeviceSetFanSpeed_v2", device, _uint(fan), _uint(percent))
+
+    def auto_fan(self, device: ctypes.c_void_p, fan: int) -> None:
+        self._call("nvmlDeviceSetDefaultFanSpeed_v2", device, _uint(fan))
 
     def max_clock(self, device: ctypes.c_void_p, kind: int) -> int:
         return self._uint_out("nvmlDeviceGetMaxClockInfo", device, ctypes.c_int(kind))

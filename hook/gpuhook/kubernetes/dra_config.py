@@ -10,11 +10,12 @@ written in a ResourceClaim (or its DeviceClass) instead. Pure.
             kind: GpuConfig
             clocks: "1500"         # or "1200-1500"
             powerLimit: 250        # watts
+            fan: 80                # percent, or "auto"
             perfLevel: high        # AMD
             computeMode: exclusive-process   # NVIDIA
             exclusive: true        # no other container on these GPUs while it runs
 
-Each field is the annotation of the same meaning (gpuhook.dev/clocks, power-limit, perf-level, compute-mode,
+Each field is the annotation of the same meaning (gpuhook.dev/clocks, power-limit, fan, perf-level, compute-mode,
 exclusive) and is checked as that annotation is, against [tuning] policy too, when the claim is prepared: an
 invalid configuration fails the preparation with one line, which the kubelet shows in the pod's events. The
 class's configuration comes first and the claim's overrides it, field by field, as the API orders them. Unknown
@@ -32,8 +33,8 @@ if TYPE_CHECKING:
 
 API_VERSION = "resource.gpuhook.dev/v1alpha1"
 KIND = "GpuConfig"
-FIELDS = {"clocks": "clocks", "powerLimit": "power-limit", "perfLevel": "perf-level", "computeMode": "compute-mode",
-          "exclusive": "exclusive"}
+FIELDS = {"clocks": "clocks", "powerLimit": "power-limit", "fan": "fan", "perfLevel": "perf-level",
+          "computeMode": "compute-mode", "exclusive": "exclusive"}
 
 
 def tuning_by_request(configs: Sequence[Mapping[str, Any]], driver: str,

@@ -40,7 +40,7 @@ def _physical(inv: VendorInventory, gpu: Gpu, chosen: Sequence[Gpu], shared_slic
     lacking = [g for g in inv.siblings(gpu) if g not in chosen]
     if lacking and not shared_slices:
         names = ", ".join(g.slice + (f" ({g.uuid})" if g.uuid else "") for g in lacking)
-        raise PolicyError(f"clocks, power and compute mode belong to the whole GPU {gpu.index} ({gpu.parent}), "
+        raise PolicyError(f"clocks, power, fans and compute mode belong to the whole GPU {gpu.index} ({gpu.parent}), "
                           f"but this container has only some of its slices: not {names}; ask for every slice of "
                           "the GPU, or the admin allows it with [tuning] shared_slices = true")
     return next((g for g in inv.gpus if not g.parent and (g.uuid or g.pci) == gpu.parent), gpu)
@@ -61,6 +61,14 @@ def check_policy(tuning: Tuning, policy: TuningPolicy) -> None:
         lo, hi = policy.power_watts
         raise PolicyError(f"gpuhook.dev/power-limit={tuning.power_limit} is outside what this host allows: "
                           f"{lo}-{hi} W ([tuning] power_watts)")
+    if tuning.fan and tuning.fan != "auto":
+        if not policy.fan:
+            raise PolicyError(f"gpuhook.dev/fan={tuning.fan}: this host does not let containers set fans ([tuning] "
+                              "fan = false): ask gpuhook.dev/fan=auto or remove it")
+        if policy.fan_percent and not policy.fan_percent[0] <= int(tuning.fan) <= policy.fan_percent[1]:
+            lo, hi = policy.fan_percent
+            raise PolicyError(f"gpuhook.dev/fan={tuning.fan} is outside what this host allows: {lo}-{hi}% "
+                              "([tuning] fan_percent)")
     for key, asked, allowed in (("perf-level", tuning.perf_level, policy.perf_levels),
                                 ("compute-mode", tuning.compute_mode, policy.compute_modes)):
         if asked and allowed is not None and asked not in allowed:

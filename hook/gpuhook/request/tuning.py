@@ -1,4 +1,5 @@
-"""Tuning annotations (clocks, power-limit, perf-level, compute-mode, exclusive, fine-grain-pcie, gfx-override).
+"""Tuning annotations (clocks, power-limit, fan, perf-level, compute-mode, exclusive, fine-grain-pcie,
+gfx-override).
 Pure; errors name the key and quote the value."""
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ PERF_LEVELS = ("auto", "low", "high", "manual", "profile_standard", "profile_pea
 COMPUTE_MODES = ("default", "exclusive-process", "prohibited")
 MAX_MHZ = 100_000  # well above any GPU clock; NVML takes 32-bit values
 MAX_WATTS = 10_000  # well above any GPU board; NVML takes milliwatts in 32 bits
-KEYS = ("clocks", "power-limit", "perf-level", "compute-mode", "exclusive", "fine-grain-pcie", "gfx-override")
+KEYS = ("clocks", "power-limit", "fan", "perf-level", "compute-mode", "exclusive", "fine-grain-pcie", "gfx-override")
 
 
 @frozen
@@ -25,6 +26,7 @@ class Tuning:
 
     clocks: tuple[int, int] | None = None  # graphics clock range, MHz
     power_limit: int | None = None  # watts
+    fan: str | None = None  # "auto" (the driver's own curve) or a fixed speed, percent ("80")
     perf_level: str | None = None  # AMD
     compute_mode: str | None = None  # NVIDIA
     exclusive: bool = False
@@ -32,11 +34,11 @@ class Tuning:
 
     def touches_host(self) -> bool:
         """Whether anything must be applied (and later restored) on the host."""
-        return any((self.clocks, self.power_limit, self.perf_level, self.compute_mode, self.exclusive))
+        return any((self.clocks, self.power_limit, self.fan, self.perf_level, self.compute_mode, self.exclusive))
 
     def sets_gpu(self) -> bool:
-        """Whether it changes a setting of the physical GPU (clocks, power, performance level, compute mode)."""
-        return any((self.clocks, self.power_limit, self.perf_level, self.compute_mode))
+        """Whether it changes a setting of the physical GPU (clocks, power, fan, performance level, compute mode)."""
+        return any((self.clocks, self.power_limit, self.fan, self.perf_level, self.compute_mode))
 
 
 def env_key(key: str) -> str:
@@ -67,8 +69,9 @@ def parse_tuning(ours: Mapping[str, str], env_keys: frozenset[str] = frozenset()
         if len(parts) != 3 or not all(is_decimal(p) and len(p) <= 3 for p in parts):
             _bad(name("gfx-override"), ours["gfx-override"], "a gfx version such as 10.3.0")
         env.append(f"HSA_OVERRIDE_GFX_VERSION={value}")
-    return Tuning(_clocks(ours, name), _watts(ours, name), _choice(ours, "perf-level", PERF_LEVELS, name),
-                  _choice(ours, "compute-mode", COMPUTE_MODES, name), _flag(ours, "exclusive", name), tuple(env))
+    return Tuning(_clocks(ours, name), _watts(ours, name), _fan(ours, name),
+                  _choice(ours, "perf-level", PERF_LEVELS, name), _choice(ours, "compute-mode", COMPUTE_MODES, name),
+                  _flag(ours, "exclusive", name), tuple(env))
 
 
 def _bad(name: str, raw: str, expected: str) -> None:
@@ -97,6 +100,19 @@ def _watts(ours: Mapping[str, str], name: Callable[[str], str]) -> int | None:
     if not _number(value) or not 0 < int(value) <= MAX_WATTS:
         _bad(name("power-limit"), raw, f"watts, e.g. 300 (at most {MAX_WATTS})")
     return int(value)
+
+
+def _fan(ours: Mapping[str, str], name: Callable[[str], str]) -> str | None:
+    if "fan" not in ours:
+        return None
+    raw = ours["fan"]
+    value = raw.strip().lower()
+    if value == "auto":
+        return value
+    value = value.removesuffix("%").strip()
+    if not _number(value) or int(value) > 100:
+        _bad(name("fan"), raw, "a fan speed in percent (0-100) or auto")
+    return str(int(value))
 
 
 def _number(text: str) -> bool:

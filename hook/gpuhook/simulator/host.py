@@ -32,6 +32,7 @@ class HostSpec:
     mig_gpus: int | None = None  # how many NVIDIA GPUs (the first ones) are in MIG mode; None: all, when `mig`
     amd_partitions: str = "SPX"  # every AMD GPU's compute partition mode: SPX (whole), DPX, QPX, CPX (8 partitions)
     amd_memory_partition: str = "NPS1"  # and its memory partition mode (NPS1, NPS4)
+    fans: int = 1  # fans on each GPU the stubs report (0: passively cooled, as SXM and OAM boards are)
 
     def gpus_of(self, vendor: str) -> int:
         """How many GPUs of `vendor` the host has."""

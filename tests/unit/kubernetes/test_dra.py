@@ -31,7 +31,7 @@ def _opaque(source: str = "FromClaim", requests: list[str] | None = None, driver
     ([_opaque(clocks="1500")], {"a": {"clocks": "1500"}, "b": {"clocks": "1500"}}),
     ([_opaque("FromClass", clocks="1200", exclusive=True), _opaque(clocks="1500")],
      {"a": {"clocks": "1500", "exclusive": "true"}, "b": {"clocks": "1500", "exclusive": "true"}}),
-    ([_opaque(requests=["b"], powerLimit=250)], {"a": {}, "b": {"power-limit": "250"}}),
+    ([_opaque(requests=["b"], powerLimit=250, fan=70)], {"a": {}, "b": {"power-limit": "250", "fan": "70"}}),
     ([_opaque(requests=["a/large"], perfLevel="high")], {"a": {"perf-level": "high"}, "b": {}}),
     ([_opaque(driver="gpu.nvidia.com", clocks="1500")], {"a": {}, "b": {}}),
 ], ids=["none", "all requests", "claim over class", "one request", "a subrequest's", "another driver's"])

@@ -40,6 +40,7 @@ BAD_NUMBERS = [
     ("clocks", "\u0663\u0660\u0660"), ("clocks", "9" * 5000), ("clocks", "-5"), ("clocks", "nan"),
     ("clocks", "1500-99999999"),
     ("power-limit", "1e3"), ("power-limit", "9" * 30), ("power-limit", "0"), ("power-limit", "inf"),
+    ("fan", "101"), ("fan", "-1"), ("fan", "\u0665\u0660"), ("fan", "50.5"), ("fan", "9" * 5000), ("fan", "max"),
     ("gfx-override", "10.3.\u0660"), ("gfx-override", "1" * 40 + ".0.0"), ("host-rocm", "6." + "1" * 5000),
 ]
 
@@ -65,3 +66,8 @@ def test_an_index_past_the_host_names_the_hosts_count() -> None:
     inventory = Inventory("/", (VendorInventory("nvidia", "550", gpus, ()),))
     with pytest.raises(PlanError, match=r"no NVIDIA GPU 2 on this host \(2 NVIDIA GPUs\)"):
         select_all(parse_request({A + "gpus": "0-7"}, {}), inventory)
+
+
+@pytest.mark.parametrize(("value", "fan"), [("80", "80"), (" 80% ", "80"), ("007", "7"), ("AUTO", "auto"), ("0", "0")])
+def test_fan_values(value: str, fan: str) -> None:
+    assert parse_request({A + "gpus": "0", A + "fan": value}, {}).tuning.fan == fan

@@ -230,6 +230,58 @@ int nvmlDeviceSetPowerManagementLimit(device_t *d, unsigned mw) {
     log_call("set-power", d->index, mw, 0);
     return 0;
 }
+/* Fans (STUB_FANS per GPU): "<index> <fan> <policy> <target %>" lines in STUB_STATE.fans; a fan without one
+   follows the driver's curve (policy 0) at 35%. A board without fans answers NVML_ERROR_NOT_SUPPORTED (3). */
+static unsigned fan_policy[256][4], fan_target[256][4];
+static void load_fans(void) {
+    for (int i = 0; i < 256; i++) for (int j = 0; j < 4; j++) { fan_policy[i][j] = 0; fan_target[i][j] = 35; }
+    FILE *f = fopen(STUB_STATE ".fans", "r");
+    if (!f) return;
+    int i, j; unsigned p, t;
+    while (fscanf(f, "%d %d %u %u", &i, &j, &p, &t) == 4)
+        if (i >= 0 && i < 256 && j >= 0 && j < 4) { fan_policy[i][j] = p; fan_target[i][j] = t; }
+    fclose(f);
+}
+static void save_fans(void) {
+    FILE *f = fopen(STUB_STATE ".fans.tmp", "w");
+    if (!f) return;
+    for (int i = 0; i < STUB_NV_GPUS; i++) for (int j = 0; j < STUB_FANS; j++)
+        fprintf(f, "%d %d %u %u\n", i, j, fan_policy[i][j], fan_target[i][j]);
+    fclose(f);
+    rename(STUB_STATE ".fans.tmp", STUB_STATE ".fans");
+}
+int nvmlDeviceGetNumFans(device_t *d, unsigned *count) { (void)d; *count = STUB_FANS; return 0; }
+int nvmlDeviceGetMinMaxFanSpeed(device_t *d, unsigned *lo, unsigned *hi) {
+    (void)d; if (!STUB_FANS) return 3; *lo = 30; *hi = 100; return 0;
+}
+int nvmlDeviceGetFanControlPolicy_v2(device_t *d, unsigned fan, unsigned *policy) {
+    if (fan >= STUB_FANS) return 2; /* NVML_ERROR_INVALID_ARGUMENT */
+    load_fans(); *policy = fan_policy[d->index][fan]; return 0;
+}
+int nvmlDeviceGetTargetFanSpeed(device_t *d, unsigned fan, unsigned *speed) {
+    if (fan >= STUB_FANS) return 2;
+    load_fans(); *speed = fan_target[d->index][fan]; return 0;
+}
+int nvmlDeviceGetFanSpeed_v2(device_t *d, unsigned fan, unsigned *speed) {
+    return nvmlDeviceGetTargetFanSpeed(d, fan, speed);
+}
+int nvmlDeviceGetFanSpeed(device_t *d, unsigned *speed) {
+    if (!STUB_FANS) return 3;
+    return nvmlDeviceGetTargetFanSpeed(d, 0, speed);
+}
+int nvmlDeviceSetFanSpeed_v2(device_t *d, unsigned fan, unsigned speed) {
+    if (fan >= STUB_FANS || speed < 30 || speed > 100) return 2;
+    if (must_fail(d->index, "fan")) return 999;
+    load_fans(); fan_policy[d->index][fan] = 1; fan_target[d->index][fan] = speed; save_fans();
+    log_call("set-fan", d->index, fan, speed);
+    return 0;
+}
+int nvmlDeviceSetDefaultFanSpeed_v2(device_t *d, unsigned fan) {
+    if (fan >= STUB_FANS) return 2;
+    load_fans(); fan_policy[d->index][fan] = 0; fan_target[d->index][fan] = 35; save_fans();
+    log_call("auto-fan", d->index, fan, 0);
+    return 0;
+}
 int nvmlDeviceGetComputeMode(device_t *d, int *mode) { load_state(); *mode = (int)compute_mode[d->index]; return 0; }
 int nvmlDeviceSetComputeMode(device_t *d, int mode) {
     if (must_fail(d->index, "compute")) return 999;

@@ -55,7 +55,7 @@ def build(root: str, spec: HostSpec, count: int) -> None:
         _drm(root, pci, f"card{card}")
         node(root, f"/dev/dri/card{card}", DRI_MAJOR, card, 0o660, VIDEO_GID)
         device = pci_device(root, pci, i, count, spec)
-        _amdgpu_sysfs(root, device)
+        _amdgpu_sysfs(root, device, spec.fans)
         write(root, f"{device}/current_compute_partition", spec.amd_partitions + "\n")
         write(root, f"{device}/available_compute_partition", ", ".join(PARTITIONS) + "\n")
         write(root, f"{device}/current_memory_partition", spec.amd_memory_partition + "\n")
@@ -70,13 +70,17 @@ def build(root: str, spec: HostSpec, count: int) -> None:
         _amdsmi(root, spec, count)
 
 
-def _amdgpu_sysfs(root: str, device: str) -> None:
-    """amdgpu's tunables as plain files (writes replace the text: no kernel semantics behind them)."""
+def _amdgpu_sysfs(root: str, device: str, fans: int) -> None:
+    """amdgpu's tunables as plain files (writes replace the text: no kernel semantics behind them); the fan's pwm
+    files where the board has a fan (amdgpu drives one per GPU: pwm1)."""
     write(root, f"{device}/power_dpm_force_performance_level", "auto\n")
     write(root, f"{device}/pp_dpm_sclk", "0: 500Mhz *\n1: 1200Mhz\n2: 1700Mhz\n3: 2100Mhz\n")
     write(root, f"{device}/hwmon/hwmon0/power1_cap", "300000000\n")
     write(root, f"{device}/hwmon/hwmon0/power1_cap_max", "750000000\n")
     write(root, f"{device}/product_name", PRODUCT_NAME + "\n")
+    if fans:
+        for name, value in (("pwm1_enable", 2), ("pwm1", 89), ("pwm1_min", 51), ("pwm1_max", 255)):
+            write(root, f"{device}/hwmon/hwmon0/{name}", f"{value}\n")
     _telemetry_files(root, device, IDLE)
 
 

@@ -1,5 +1,7 @@
-"""AMD tuning: through amd-smi where the host's libamd_smi loads (host/amd_smi_lib.py), else amdgpu's sysfs files.
-Values are text: perf_level by name, sclk 'MIN-MAX' or 'default', power_cap in microwatts."""
+"""AMD tuning: through amd-smi where the host's libamd_smi loads (host/amd_smi_lib.py), else amdgpu's sysfs files;
+fans always through amdgpu's hwmon files (amd-smi cannot say whether a fan follows the driver's curve, so it could
+not give back a fan an admin had fixed). Values are text: perf_level by name, sclk 'MIN-MAX' or 'default', power_cap
+in microwatts, fan 'auto' or a percent (and, as an original, 'manual <pwm>' or 'full')."""
 
 from __future__ import annotations
 
@@ -31,9 +33,10 @@ class AmdSmiBackend:
     """amd-smi on the host root's libamd_smi.so (called through host/amd_smi_lib.py: no amdsmi package in the
     hooks); holds one session until close()."""
 
-    def __init__(self, library: str) -> None:
+    def __init__(self, library: str, files: SysfsBackend) -> None:
         from gpuhook.host import amd_smi_lib
 
+        self._files = files
         self._error = amd_smi_lib.AmdSmiError
         self._session = amd_smi_lib.session(library)
         self._smi: AmdSmi = self._session.__enter__()
@@ -49,6 +52,8 @@ class AmdSmiBackend:
 
     def get(self, s: Setting) -> str:
         """The current value (a clock range cannot be read back: its original is 'default')."""
+        if s.name == "fan":
+            return self._files.get(s)
         h = self._handle(s)
         try:
             if s.name == "perf_level":
@@ -62,6 +67,9 @@ class AmdSmiBackend:
 
     def set(self, s: Setting, value: str) -> None:
         """Apply a value; the clock range's 'default' comes back with the performance level's restore."""
+        if s.name == "fan":
+            self._files.set(s, value)
+            return
         h = self._handle(s)
         try:
             if s.name == "perf_level":
@@ -100,15 +108,22 @@ class SysfsBackend:
         if s.name == "perf_level":
             return self._read(s, "power_dpm_force_performance_level")
         if s.name == "power_cap":
-            return self._read(s, self._hwmon(s))
+            return self._read(s, self._hwmon(s, "power1_cap"))
+        if s.name == "fan":
+            mode = self._read(s, self._fan_file(s, "pwm1_enable"))
+            if mode == "1":
+                return "manual " + self._read(s, self._fan_file(s, "pwm1"))
+            return "full" if mode == "0" else "auto"
         return "levels " + " ".join(str(i) for i, _ in self._sclk_levels(s))
 
     def set(self, s: Setting, value: str) -> None:
         """Write a value; sclk writes the indices of the DPM levels inside the range (manual level needed)."""
         if s.name == "perf_level":
             self._write(s, "power_dpm_force_performance_level", value)
+        elif s.name == "fan":
+            self._set_fan(s, value)
         elif s.name == "power_cap":
-            cap = self._hwmon(s)
+            cap = self._hwmon(s, "power1_cap")
             most = self._read_optional(s, cap.replace("power1_cap", "power1_cap_max"))
             if most.isdigit() and value.isdigit() and int(value) > int(most):
                 raise TuningError(f"GPU {s.index} ({s.pci}) takes a power cap of at most {int(most) // 1_000_000} W "
@@ -125,6 +140,32 @@ class SysfsBackend:
                 have = ", ".join(str(m) for _, m in levels)
                 raise TuningError(f"GPU {s.index} ({s.pci}) has sclk levels {have} MHz: none within {value}")
             self._write(s, "pp_dpm_sclk", " ".join(chosen))
+
+    def _set_fan(self, s: Setting, value: str) -> None:
+        """pwm1_enable 2 (automatic), 1 with pwm1 (manual, 0-255 within pwm1_min/pwm1_max), or 0 (full speed)."""
+        enable = self._fan_file(s, "pwm1_enable")
+        if value in ("auto", "full"):
+            self._write(s, enable, "2" if value == "auto" else "0")
+            return
+        if value.startswith("manual "):
+            pwm = int(value.removeprefix("manual "))
+        else:
+            least, most = (int(self._read_optional(s, enable.replace("enable", m)) or d)
+                           for m, d in (("min", 0), ("max", 255)))
+            pwm = (int(value) * 255 + 50) // 100
+            if not least <= pwm <= most:
+                low, high = (-(-least * 100 // 255), most * 100 // 255)
+                raise TuningError(f"GPU {s.index} ({s.pci}) runs its fan at {low}-{high}% (pwm1_min/pwm1_max "
+                                  f"{least}-{most}): {value}% refused")
+        self._write(s, enable, "1")
+        self._write(s, enable.replace("_enable", ""), str(pwm))
+
+    def _fan_file(self, s: Setting, name: str) -> str:
+        try:
+            return self._hwmon(s, name)
+        except TuningError:
+            raise TuningError(f"GPU {s.index} ({s.pci}) has no fan control (no hwmon {name}: a passively cooled "
+                              "board is cooled by its chassis): remove gpuhook.dev/fan") from None
 
     def _sclk_levels(self, s: Setting) -> list[tuple[int, int]]:
         levels = []
@@ -146,13 +187,14 @@ class SysfsBackend:
             raise TuningError(f"GPU {s.pci} is not among the host's AMD GPUs with amdgpu sysfs files")
         return self._root.lexical(self._devices[s.pci])
 
-    def _hwmon(self, s: Setting) -> str:
+    def _hwmon(self, s: Setting, name: str) -> str:
+        """The GPU's hwmon file `name`, relative to its device directory."""
         device = self._device(s)
         hwmon = [n for n in self._root.listdir(f"{self._root.to_host(device)}/hwmon")
                  if n.startswith("hwmon") and n[5:].isdigit()]
-        found = [f"hwmon/{n}/power1_cap" for n in hwmon if os.path.isfile(f"{device}/hwmon/{n}/power1_cap")]
+        found = [f"hwmon/{n}/{name}" for n in hwmon if os.path.isfile(f"{device}/hwmon/{n}/{name}")]
         if not found:
-            raise TuningError(f"GPU {s.index} ({s.pci}) has no hwmon power1_cap")
+            raise TuningError(f"GPU {s.index} ({s.pci}) has no hwmon {name}")
         return found[0]
 
     def _read(self, s: Setting, name: str) -> str:

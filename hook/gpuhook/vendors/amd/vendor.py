@@ -94,7 +94,7 @@ def procfs_files(root: Root, gpus: Sequence[Gpu], policy: Policy) -> tuple[str, 
 
 
 def settings(tuning: Tuning, gpu: Gpu) -> tuple[Setting, ...]:
-    """The performance level (manual for a clock range), sclk levels and the hwmon power cap (microwatts), by
+    """The performance level (manual for a clock range), sclk levels, the hwmon power cap (microwatts) and fan, by
     the GPU's PCI device directory."""
     from gpuhook.vendors.contract import Setting
 
@@ -111,6 +111,8 @@ def settings(tuning: Tuning, gpu: Gpu) -> tuple[Setting, ...]:
         asked.append(("sclk", f"{tuning.clocks[0]}-{tuning.clocks[1]}"))
     if tuning.power_limit:
         asked.append(("power_cap", str(tuning.power_limit * 1_000_000)))
+    if tuning.fan:
+        asked.append(("fan", tuning.fan))
     return tuple(Setting(NAME, gpu.uuid or gpu.pci, gpu.index, gpu.pci, gpu.sysfs, n, v) for n, v in asked)
 
 
@@ -122,7 +124,7 @@ def backend(root: Root) -> Backend:
     library = os.path.join(root.resolve("/opt/rocm"), "lib/libamd_smi.so")
     if os.path.exists(library):
         try:
-            return AmdSmiBackend(library)
+            return AmdSmiBackend(library, SysfsBackend(root, discover))
         except TuningError:
             pass  # a library that does not start or list its GPUs: the kernel's files still work
     return SysfsBackend(root, discover)

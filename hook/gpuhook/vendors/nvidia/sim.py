@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 
+from gpuhook.errors import SimulatorError
 from gpuhook.proc import run
 from gpuhook.simulator import stub_libs as stubs
 from gpuhook.simulator import telemetry as sim_telemetry
@@ -60,11 +61,14 @@ def build(root: str, spec: HostSpec, count: int) -> None:
         from gpuhook.vendors.nvidia import sim_mig
 
         sim_mig.build(root, spec, count)
+    if not 0 <= spec.fans <= 4:
+        raise SimulatorError(f"fans={spec.fans}: the stub NVML models 0-4 fans a GPU")
     cc_major, cc_minor = spec.nvidia_arch.split(".")
     os.makedirs(root + SIM_STATE, exist_ok=True)
     defines = {"STUB_DRIVER_VERSION": f'"{v}"', "STUB_CUDA_VERSION": str(spec.cuda_version),
                "STUB_CC_MAJOR": cc_major, "STUB_CC_MINOR": cc_minor, "STUB_BRAND": str(spec.nvidia_brand),
-               "STUB_STATE": f'"{root}{SIM_STATE}/nvml"', "STUB_NV_GPUS": str(max(count, 1))}
+               "STUB_STATE": f'"{root}{SIM_STATE}/nvml"', "STUB_NV_GPUS": str(max(count, 1)),
+               "STUB_FANS": str(spec.fans)}
     os.makedirs(root + LIB_DIR, exist_ok=True)
     for stem, (soname, source) in NVIDIA_LIBS.items():
         so = soname.format(v=v)

@@ -1,6 +1,6 @@
 """NVIDIA tuning through NVML (the host root's libnvidia-ml, called through host/nvml_lib.py: no pynvml in the
-hooks): locked clocks, power limit, compute mode. Values are text: clocks 'MIN-MAX' or 'unlocked', power in
-milliwatts, compute mode by name."""
+hooks): locked clocks, power limit, fans, compute mode. Values are text: clocks 'MIN-MAX' or 'unlocked', power in
+milliwatts, fans 'auto', a percent for every fan, or (an original) 'fans auto,55' fan by fan; compute mode by name."""
 
 from __future__ import annotations
 
@@ -42,6 +42,8 @@ class NvmlBackend:
                 return "unlocked"
             if s.name == "power_limit":
                 return str(self._nvml.power_limit(h))
+            if s.name == "fan":
+                return self._fans_now(s, h)
             mode = self._nvml.compute_mode(h)
             return next((k for k, v in _MODES.items() if v == mode), str(mode))
         except self._error as e:
@@ -66,10 +68,53 @@ class NvmlBackend:
                     raise TuningError(f"GPU {s.index} ({s.gpu}) takes a power limit of {lo // 1000}-{hi // 1000} W: "
                                       f"{int(value) // 1000} W refused")
                 self._nvml.set_power_limit(h, int(value))
+            elif s.name == "fan":
+                self._set_fans(s, h, value)
             else:
                 self._nvml.set_compute_mode(h, _MODES[value] if value in _MODES else int(value))
         except self._error as e:
             raise TuningError(f"NVML cannot set {s.name}={value} on GPU {s.index} ({s.gpu}): {e}") from e
+
+    def _count_fans(self, s: Setting, h: c_void_p) -> int:
+        try:
+            count = self._nvml.fans(h)
+        except self._error as e:
+            raise TuningError(f"GPU {s.index} ({s.gpu}) has no fan NVML can control ({e}): remove gpuhook.dev/fan "
+                              "(a passively cooled board is cooled by its chassis)") from e
+        if not count:
+            raise TuningError(f"GPU {s.index} ({s.gpu}) has no fan (a passively cooled board is cooled by its "
+                              "chassis): remove gpuhook.dev/fan")
+        return count
+
+    def _fans_now(self, s: Setting, h: c_void_p) -> str:
+        """'auto' when every fan follows the driver's curve (also where the driver cannot say: its default), else
+        each fan's policy or target speed."""
+        from gpuhook.host.nvml_lib import FAN_POLICY_AUTO
+
+        each = []
+        for fan in range(self._count_fans(s, h)):
+            try:
+                manual = self._nvml.fan_policy(h, fan) != FAN_POLICY_AUTO
+            except self._error:
+                manual = False
+            each.append(str(self._nvml.fan_target(h, fan)) if manual else "auto")
+        return "auto" if set(each) == {"auto"} else "fans " + ",".join(each)
+
+    def _set_fans(self, s: Setting, h: c_void_p, value: str) -> None:
+        count = self._count_fans(s, h)
+        if value.startswith("fans "):  # an original, fan by fan
+            each = value.removeprefix("fans ").split(",")
+        else:
+            each = [value] * count
+            if value != "auto":
+                least, most = self._nvml.fan_range(h)
+                if not least <= int(value) <= most:
+                    raise TuningError(f"GPU {s.index} ({s.gpu}) runs its fans at {least}-{most}%: {value}% refused")
+        for fan, speed in enumerate(each[:count]):
+            if speed == "auto":
+                self._nvml.auto_fan(h, fan)
+            else:
+                self._nvml.set_fan(h, fan, int(speed))
 
     def _graphics_clocks(self, h: c_void_p) -> tuple[int, int]:
         """The lowest and highest graphics clock the GPU supports (at its highest memory clock), MHz; from the

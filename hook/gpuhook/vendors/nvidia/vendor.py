@@ -123,7 +123,7 @@ def procfs_files(root: Root, gpus: Sequence[Gpu], policy: Policy) -> tuple[str, 
 
 
 def settings(tuning: Tuning, gpu: Gpu) -> tuple[Setting, ...]:
-    """Locked clocks, the power limit (NVML speaks milliwatts) and the compute mode, by the GPU's UUID."""
+    """Locked clocks, the power limit (NVML speaks milliwatts), the fans and the compute mode, by the GPU's UUID."""
     from gpuhook.vendors.contract import Setting
 
     if tuning.perf_level:
@@ -134,6 +134,8 @@ def settings(tuning: Tuning, gpu: Gpu) -> tuple[Setting, ...]:
         asked.append(("clocks", f"{tuning.clocks[0]}-{tuning.clocks[1]}"))
     if tuning.power_limit:
         asked.append(("power_limit", str(tuning.power_limit * 1000)))
+    if tuning.fan:
+        asked.append(("fan", tuning.fan))
     if tuning.compute_mode:
         asked.append(("compute_mode", tuning.compute_mode))
     return tuple(Setting(NAME, gpu.uuid or gpu.pci, gpu.index, gpu.pci, gpu.uuid, n, v) for n, v in asked)
