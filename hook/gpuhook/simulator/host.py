@@ -47,9 +47,12 @@ def write(root: str, path: str, text: str) -> None:
         f.write(text)
 
 
-def pci_device(root: str, pci: str, index: int, count: int, spec: HostSpec) -> str:
-    """The PCI device's sysfs directory (host path) with its NUMA node, linked from /sys/bus/pci/devices."""
+def pci_device(root: str, pci: str, index: int, count: int, spec: HostSpec, vendor: str = "") -> str:
+    """The PCI device's sysfs directory (host path) with its NUMA node and PCI vendor id (0x10de), linked from
+    /sys/bus/pci/devices."""
     device = f"/sys/devices/pci0000:00/{pci}"
+    if vendor:
+        write(root, f"{device}/vendor", vendor + "\n")
     numa = index * spec.numa_nodes // max(count, 1) if spec.numa_nodes > 1 else -1
     write(root, f"{device}/numa_node", f"{numa}\n")
     link = f"{root}/sys/bus/pci/devices/{pci}"

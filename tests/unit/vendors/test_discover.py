@@ -7,6 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from gpuhook.host.root import Root
+from gpuhook.vendors.amd import kfd
 from gpuhook.vendors.amd import vendor as amd
 from gpuhook.vendors.discover import discover
 from gpuhook.vendors.nvidia import vendor as nvidia
@@ -106,7 +107,7 @@ def test_library_links_resolve_inside_host_root(fake_host: FakeHost) -> None:
 
 
 def test_gfx_target_names() -> None:
-    assert [amd.gfx_target(v) for v in (90010, 90402, 110000, 100300)] == ["gfx90a", "gfx942", "gfx1100", "gfx1030"]
+    assert [kfd.gfx_target(v) for v in (90010, 90402, 110000, 100300)] == ["gfx90a", "gfx942", "gfx1100", "gfx1030"]
 
 
 @pytest.mark.parametrize("only", [frozenset({"nvidia"}), frozenset({"amd"}), frozenset()], ids=repr)

@@ -15,7 +15,7 @@ gfx11 GC_11_0_0 (gfx1103 GC_11_0_1, gfx115x GC_11_5_0); gfx12 GC_12_0_0; anythin
 
 from __future__ import annotations
 
-from gpuhook.vendors.amd.kfd import kfd_properties
+from gpuhook.vendors.amd.kfd import AMD, gpu_nodes, kfd_properties
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -100,10 +100,8 @@ def _counted(kind: str, values: list[str]) -> dict[str, str]:
 
 
 def gpu_properties(root: Root) -> list[tuple[str, dict[str, int]]]:
-    """(KFD node id, properties) of the GPU nodes (those with SIMDs), in node order: discovery's GPU order."""
-    nodes = sorted((n for n in root.listdir(_NODES) if n.isdigit()), key=int)
-    found = [(n, kfd_properties(root, f"{_NODES}/{n}/properties")) for n in nodes]
-    return [(n, p) for n, p in found if p.get("simd_count", 0) > 0]
+    """(KFD node id, properties) of AMD's GPU nodes, in node order: discovery's GPU order."""
+    return gpu_nodes(root, AMD)
 
 
 def memory_bank(root: Root, node: str) -> dict[str, int]:

@@ -54,12 +54,13 @@ def build(root: str, spec: HostSpec, count: int) -> None:
             node(root, f"/dev/dri/renderD{render_minor}", DRI_MAJOR, render_minor, 0o660, RENDER_GID)
         _drm(root, pci, f"card{card}")
         node(root, f"/dev/dri/card{card}", DRI_MAJOR, card, 0o660, VIDEO_GID)
-        device = pci_device(root, pci, i, count, spec)
+        device = pci_device(root, pci, i, count, spec, "0x1002")
         _amdgpu_sysfs(root, device, spec.fans)
         write(root, f"{device}/current_compute_partition", spec.amd_partitions + "\n")
         write(root, f"{device}/available_compute_partition", ", ".join(PARTITIONS) + "\n")
         write(root, f"{device}/current_memory_partition", spec.amd_memory_partition + "\n")
     node(root, "/dev/kfd", KFD_MAJOR, 0, 0o660, RENDER_GID)
+    write(root, "/sys/module/amdgpu/initstate", "live\n")  # in-tree or DKMS, the module is there
     if spec.amd_driver:
         write(root, "/sys/module/amdgpu/version", spec.amd_driver + "\n")
     for version in spec.host_rocm:

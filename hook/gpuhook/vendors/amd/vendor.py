@@ -10,7 +10,7 @@ from gpuhook.errors import RequestError
 from gpuhook.host.devnodes import read_node
 from gpuhook.host.inventory import Gpu, VendorInventory
 from gpuhook.request.ids import is_hex
-from gpuhook.vendors.amd.kfd import kfd_properties
+from gpuhook.vendors.amd.kfd import AMD, kfd_gpus
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -37,21 +37,15 @@ _NODES = "/sys/class/kfd/kfd/topology/nodes"
 
 
 def discover(root: Root) -> VendorInventory | None:
-    """GPUs in KFD node order (nodes with SIMDs), their render and card nodes; None without KFD."""
+    """AMD's GPUs in KFD node order (nodes with SIMDs whose PCI vendor is AMD's), their render and card nodes; None
+    without KFD, or where KFD is another driver's (no amdgpu module, no AMD GPU)."""
     if not root.exists(_NODES) and not root.exists(KFD):
         return None
     from gpuhook.vendors.amd import partitions as amd_partitions
 
-    node_ids = sorted((n for n in root.listdir(_NODES) if n.isdigit()), key=int)
-    gpus: list[Gpu] = []
-    parts: list[int] = []
-    for node_id in node_ids:
-        props = kfd_properties(root, f"{_NODES}/{node_id}/properties")
-        if props.get("simd_count", 0) <= 0:
-            continue
-        gpu, part = _gpu(root, len(gpus), node_id, props)
-        gpus.append(gpu)
-        parts.append(part)
+    gpus, parts = kfd_gpus(root, NAME, AMD)
+    if not gpus and not root.exists("/sys/module/amdgpu"):
+        return None
     gpus = amd_partitions.mark(root, gpus, parts)
     version = None
     if root.exists("/sys/module/amdgpu/version"):
@@ -170,48 +164,3 @@ def simulate(root: str, spec: HostSpec, count: int) -> None:
     from gpuhook.vendors.amd import sim as sim_amd
 
     sim_amd.build(root, spec, count)
-
-
-def gfx_target(version: int) -> str:
-    """KFD's gfx_target_version (e.g. 90010) as an LLVM target name (gfx90a)."""
-    return f"gfx{version // 10000}{(version // 100) % 100}{version % 100:x}"
-
-
-def _gpu(root: Root, index: int, node_id: str, props: dict[str, int]) -> tuple[Gpu, int]:
-    """One KFD GPU node, and its partition's number on its physical GPU (0 for a whole GPU)."""
-    from gpuhook.vendors.amd.partitions import physical
-
-    location = props.get("location_id", 0)
-    pci, part = physical(root, f"{props.get('domain', 0):04x}:{location >> 8 & 0xFF:02x}:"
-                               f"{location >> 3 & 0x1F:02x}.{location & 0x7}")
-    unique = props.get("unique_id", 0)
-    try:
-        model = root.read_text(f"{_NODES}/{node_id}/name").strip()
-    except OSError:
-        model = ""
-    render = f"/dev/dri/renderD{props.get('drm_render_minor', 0)}"
-    drm_dir = _drm_dir(root, render)
-    wanted = [render, *_card_nodes(drm_dir)]
-    found = [n for p in wanted if (n := read_node(root, p))]
-    missing = tuple(p for p in wanted if not any(n.path == p for n in found))
-    target = props.get("gfx_target_version", 0)
-    sysfs = root.to_host(os.path.dirname(drm_dir)) if drm_dir else ""  # the PCI device, parent of its drm/
-    return Gpu(NAME, index, hex(unique) if unique else "", pci, model, tuple(found), missing,
-               gfx_target(target) if target else "", sysfs), part
-
-
-def _drm_dir(root: Root, render: str) -> str:
-    """The drm/ directory of the PCI device behind `render` (real path), or "" without its sysfs link."""
-    link = f"/sys/class/drm/{os.path.basename(render)}"
-    return os.path.dirname(root.resolve(link)) if os.path.islink(root.lexical(link)) else ""
-
-
-def _card_nodes(drm_dir: str) -> list[str]:
-    """The card node(s) beside the render node in the PCI device's drm/ directory."""
-    if not drm_dir:
-        return []
-    try:
-        entries = sorted(os.listdir(drm_dir))
-    except OSError:
-        return []
-    return [f"/dev/dri/{e}" for e in entries if e.startswith("card") and e[4:].isdigit()]

@@ -52,7 +52,7 @@ def build(root: str, spec: HostSpec, count: int) -> None:
                f"Video BIOS: \t 96.00.99.00.01\nBus Type: \t PCIe\nDMA Size: \t 52 bits\n"
                f"Bus Location: \t {bdf}\nDevice Minor: \t {i}\nGPU Excluded:\t No\n")
         node(root, f"/dev/nvidia{i}", NV_MAJOR, i, 0o666, 0)
-        pci_device(root, bdf, i, count, spec)
+        pci_device(root, bdf, i, count, spec, "0x10de")
     node(root, "/dev/nvidiactl", NV_MAJOR, 255, 0o666, 0)
     node(root, "/dev/nvidia-modeset", NV_MAJOR, 254, 0o666, 0)
     node(root, "/dev/nvidia-uvm", UVM_MAJOR, 0, 0o666, 0)
