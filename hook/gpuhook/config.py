@@ -50,7 +50,8 @@ class Kubernetes:
     """The device plugin's settings (the [kubernetes] table)."""
 
     kubelet_dir: str = "/var/lib/kubelet/device-plugins"
-    resources: tuple[tuple[str, str], ...] = (("nvidia", "nvidia.com/gpu"), ("amd", "amd.com/gpu"))
+    resources: tuple[tuple[str, str], ...] = (("nvidia", "nvidia.com/gpu"), ("amd", "amd.com/gpu"),
+                                              ("hygon", "hygon.com/dcu"))
     replicas: int = 1  # time-slicing: shares advertised per GPU
     allocate_with: tuple[str, ...] = ("annotation",)  # and/or "env", "cdi": what Allocate answers with
     allocation_ttl: int = 3600  # seconds an allocation waits for its container (image pulls included)

@@ -214,6 +214,25 @@ def test_amd_cpx(tmp_path: Path) -> None:
         _stop(n)
 
 
+def test_hygon_dcus_register_as_hygon_com_dcu(tmp_path: Path) -> None:
+    """Hygon DCUs as Hygon's own device plugin names them (hygon.com/dcu), beside NVIDIA's GPUs; Allocate answers
+    with the allocation, HYGON_VISIBLE_DEVICES and the CDI name."""
+    n = _start(tmp_path, HostSpec(nvidia=1, hygon=2), 'allocate_with = ["annotation", "env", "cdi"]\n')
+    try:
+        dcu = _client(n, "hygon.com/dcu")
+        ids = sorted(dcu.wait_for(lambda d: len(d) == 2))
+        assert ids == ["0xdc0000000000", "0xdc0000000001"]
+        answer = dcu.allocate([ids[1]]).container_responses[0]
+        assert answer.envs["HYGON_VISIBLE_DEVICES"] == "0xdc0000000001"
+        assert [c.name for c in answer.cdi_devices] == ["hygon.com/dcu=0xdc0000000001"]
+        rec = allocations.load(n.state, answer.annotations["gpuhook.dev/allocation"])
+        assert rec is not None and rec.vendor == "hygon" and rec.gpus == (ids[1],)
+        n.kubelet.wait_registered("nvidia.com/gpu", 1, timeout=20)
+        dcu.close()
+    finally:
+        _stop(n)
+
+
 def test_no_kubelet_directory_is_one_line_then_quiet_until_it_comes(tmp_path: Path) -> None:
     """A node without a kubelet (yet): one line naming the directory, no retry noise, then it serves once it exists."""
     host = build_host(str(tmp_path / "host"), HostSpec(nvidia=1))

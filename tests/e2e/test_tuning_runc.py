@@ -483,6 +483,26 @@ def test_a_fan_outside_policy_is_refused_before_the_spec_changes(tuned, policy: 
 
 def test_fan_auto_is_allowed_where_fixed_fans_are_not(tuned) -> None:  # type: ignore[no-untyped-def]
     t = tuned(HostSpec(nvidia=1), "[tuning]\nfan = false\n")
-    cid, r = t.start({**NV0, "gpuhook.dev/fan": "auto"})
+    _, r = t.start({**NV0, "gpuhook.dev/fan": "auto"})
     assert r.returncode == 0, r.stderr
     assert "fan          auto         auto" in t.gpuhook("status").stdout
+
+
+def test_hygon_dcu_settings_live_with_the_container(tuned) -> None:  # type: ignore[no-untyped-def]
+    """A Hygon DCU is tuned through the files its driver keeps from amdgpu, under the same ledger."""
+    t = tuned(HostSpec(hygon=2))
+    dev = Path(f"{t.host}/sys/devices/pci0000:00/0000:41:00.0")
+    cid, r = t.start({"gpuhook.dev/gpus": "1", "gpuhook.dev/vendor": "hygon", "gpuhook.dev/clocks": "1200-1700",
+                      "gpuhook.dev/power-limit": "250", "gpuhook.dev/fan": "60"})
+    assert r.returncode == 0, r.stderr
+    assert (dev / "power_dpm_force_performance_level").read_text().strip() == "manual"
+    assert (dev / "pp_dpm_sclk").read_text().strip() == "1 2"  # the levels within 1200-1700 MHz
+    assert (dev / "hwmon/hwmon0/power1_cap").read_text().strip() == "250000000"
+    assert (dev / "hwmon/hwmon0/pwm1").read_text().strip() == "153"
+    assert "0xdc0000000001                               fan          auto         60           " + cid in \
+        t.gpuhook("status").stdout
+    t.stop(cid)
+    assert (dev / "power_dpm_force_performance_level").read_text().strip() == "auto"
+    assert (dev / "hwmon/hwmon0/power1_cap").read_text().strip() == "300000000"
+    assert (dev / "hwmon/hwmon0/pwm1_enable").read_text().strip() == "2"
+    assert "no GPU tuning is held" in t.gpuhook("status").stdout

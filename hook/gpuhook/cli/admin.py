@@ -80,6 +80,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--replace", action="store_true", help="rebuild a simulated host already at --root")
     s.add_argument("--nvidia", type=_gpu_count, default=0, metavar="N", help="number of NVIDIA GPUs (0-64)")
     s.add_argument("--amd", type=_gpu_count, default=0, metavar="M", help="number of AMD GPUs (0-64)")
+    s.add_argument("--hygon", type=_gpu_count, default=0, metavar="H",
+                   help="number of Hygon DCUs (0-64; a host has AMD GPUs or Hygon DCUs, not both)")
+    s.add_argument("--hygon-driver", default="6.2.26", help="Hygon DCU driver version to report")
     s.add_argument("--nvidia-driver", default="550.54.15", help="NVIDIA driver version to report")
     s.add_argument("--cuda-version", type=int, default=12040, help="CUDA version the stub libcuda reports")
     s.add_argument("--amd-driver", default="6.7.0", help="amdgpu DKMS version; 'in-tree' for none")
@@ -109,7 +112,7 @@ def _parser() -> argparse.ArgumentParser:
     gen = cdi_sub.add_parser("generate", help="write CDI specs (nvidia.com/gpu, amd.com/gpu, ...)")
     gen.add_argument("--vendor", choices=(*names(), "all"), default="all")
     out = gen.add_mutually_exclusive_group()
-    out.add_argument("--output", help="one file (with --vendor nvidia or amd); - for stdout")
+    out.add_argument("--output", help="one file (with --vendor, where the host has several vendors); - for stdout")
     out.add_argument("--output-dir", default="/etc/cdi", help="one gpuhook-<vendor> file per vendor here")
     gen.add_argument("--format", choices=("json", "yaml"), default="json")
     gen.add_argument("--capabilities", default="compute,utility", help="NVIDIA driver capabilities to mount")

@@ -34,7 +34,8 @@ def generate(args: argparse.Namespace) -> int:
     if not wanted:
         raise CdiError(f"no {'GPU' if args.vendor == 'all' else args.vendor} driver under {config.host_root}")
     if args.output and len(wanted) > 1:
-        raise CdiError("--output writes one spec: add --vendor nvidia or --vendor amd (or use --output-dir)")
+        raise CdiError("--output writes one spec: add " + " or ".join(f"--vendor {v.NAME}" for v in wanted)
+                       + " (or use --output-dir)")
     here = os.path.dirname(os.path.abspath(sys.argv[0]))
     gpuhook_bin = os.path.join(here, "gpuhook")
     helper = beside(here, "gpuhook-createhook")  # the native linker-cache refresh, where built

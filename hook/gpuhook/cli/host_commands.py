@@ -16,12 +16,14 @@ def simulate(args: argparse.Namespace) -> int:
     from gpuhook.testing.simulate import HostSpec, build_host
 
     amd_driver = None if args.amd_driver == "in-tree" else args.amd_driver
-    root = build_host(args.root, HostSpec(nvidia=args.nvidia, amd=args.amd, nvidia_driver=args.nvidia_driver,
+    root = build_host(args.root, HostSpec(nvidia=args.nvidia, amd=args.amd, hygon=args.hygon,
+                                          hygon_driver=args.hygon_driver, nvidia_driver=args.nvidia_driver,
                                           cuda_version=args.cuda_version, amd_driver=amd_driver,
                                           mig=tuple(args.mig), mig_gpus=args.mig_gpus,
                                           amd_partitions=args.partitions.upper(), fans=args.fans),
                      replace=args.replace)
-    print(f"simulated host with {args.nvidia} NVIDIA and {args.amd} AMD GPUs at {root}")
+    print(f"simulated host with {args.nvidia} NVIDIA and {args.amd} AMD GPUs"
+          + (f" and {args.hygon} Hygon DCUs" if args.hygon else "") + f" at {root}")
     print(f"use it with: host_root = \"{root}\" in the gpuhook config")
     return 0
 

@@ -19,15 +19,19 @@ if TYPE_CHECKING:
     from typing import Any, Protocol
 
     from gpuhook.config import Config, Policy
+    from gpuhook.host.image import InRoot
     from gpuhook.host.inventory import Gpu, VendorInventory
     from gpuhook.host.rocm_trees import RocmTree
     from gpuhook.host.root import Root
 
     class ProcfsSource(Protocol):
-        """What of a vendor gather asks for its procfs copies (the vendors' protocol has it)."""
+        """What of a vendor gather asks for its procfs copies and its user space in the image (the vendors'
+        protocol has them)."""
 
         def procfs_files(self, root: Root, gpus: Sequence[Gpu],
                          policy: Policy) -> tuple[str, dict[str, str]] | None: ...
+
+        def image_stack(self, image: InRoot, notes: list[str]) -> str | None: ...
 
 
 @frozen
@@ -39,6 +43,7 @@ class Needs:
     nvml: tuple[str, ...] = ()  # GPU UUIDs whose compute capability and brand a requirement names
     rocm_trees: bool = False  # the host's ROCm trees (gpuhook.dev/host-rocm)
     procfs: tuple[tuple[str, tuple[Gpu, ...]], ...] = ()  # (vendor, its selected GPUs) for procfs copies
+    stacks: tuple[str, ...] = ()  # vendors whose user space (their STACK: Hygon's DTK) the image's is checked
 
 
 @frozen
@@ -50,6 +55,7 @@ class HostFacts:
     image_read: bool = False  # the image root was there to read
     image_notes: tuple[str, ...] = ()  # image files gpuhook refused to read (a FIFO, a device, too large)
     image_rocm: str | None = None
+    image_stacks: tuple[tuple[str, str], ...] = ()  # (vendor, the release of its STACK the image ships)
     compat_dir: str = ""  # where the image's compat directory really is (inside the image), when it has one
     compat_versions: tuple[str, ...] = ()  # libcuda.so.<version> files in it
     host_cuda: str | None = None
@@ -76,6 +82,7 @@ def gather(needs: Needs, root: Root, inventory: Sequence[VendorInventory], root_
     image_rocm, compat_dir, image_read = None, "", False
     image_notes: tuple[str, ...] = ()
     compat_versions: tuple[str, ...] = ()
+    stacks: list[tuple[str, str]] = []
     if needs.image and os.path.isdir(root_path):
         from gpuhook.host import image
 
@@ -84,6 +91,10 @@ def gather(needs: Needs, root: Root, inventory: Sequence[VendorInventory], root_
         with image.InRoot(root_path, use_openat2=False) as tree:
             image_rocm = image.rocm_version(tree, notes)
             compat_dir, compat_versions = image.compat_libcuda(tree)
+            for vendor in needs.stacks:
+                release = (procfs_sources or {})[vendor].image_stack(tree, notes)
+                if release:
+                    stacks.append((vendor, release))
         image_read, image_notes = True, tuple(notes)
     nvidia = next((v for v in inventory if v.vendor == "nvidia"), None)  # CUDA and NVML are NVIDIA's
     cuda, unknown = _host_cuda(nvidia, root) if needs.cuda and nvidia else (None, "")
@@ -99,8 +110,9 @@ def gather(needs: Needs, root: Root, inventory: Sequence[VendorInventory], root_
             found = (procfs_sources or {})[vendor].procfs_files(root, gpus, config.policy)
             if found:
                 procfs.append((vendor, found[0], tuple(sorted(found[1].items()))))
-    return HostFacts(root_path, dev_link, image_read, image_notes, image_rocm, compat_dir, compat_versions, cuda,
-                     unknown, nvml, trees, tuple(procfs), ledger, users, os.access(config.ldconfig, os.X_OK))
+    return HostFacts(root_path, dev_link, image_read, image_notes, image_rocm, tuple(stacks), compat_dir,
+                     compat_versions, cuda, unknown, nvml, trees, tuple(procfs), ledger, users,
+                     os.access(config.ldconfig, os.X_OK))
 
 
 def _host_cuda(inv: VendorInventory, root: Root) -> tuple[str | None, str]:

@@ -38,7 +38,7 @@ class DriverFile:
     """
 
     capability: str
-    kind: str  # "lib" or "bin"
+    kind: str  # "lib", "bin", or "dir" (a directory mounted whole, e.g. Hygon's /opt/hyhal)
     source: str
     target: str
 

@@ -65,7 +65,7 @@ def device_json(d: DraDevice, numa: int, pcie_root: str, shares: int = 1) -> tup
         standard.append((f"{STANDARD}/pcieRoot", pcie_root))
     if numa >= 0:
         standard.append((f"{STANDARD}/numaNode", numa))
-    mirrored: list[tuple[str, str | int | bool]] = [(f"{d.domain}/{k}", v) for k, v in d.attributes]
+    mirrored: list[tuple[str, str | int | bool]] = [(f"{d.domain}/{k}", v) for k, v in d.attributes if d.domain]
     if d.gpu.vendor == "amd" and numa >= 0:
         mirrored.append((f"{d.domain}/numaNode", numa))  # AMD's driver publishes it bare, under its domain
     capacity = list(d.capacity) + ([("shares", shares)] if shares > 1 else [])

@@ -129,8 +129,8 @@ def _refuse_own_request(request: Request, config: Config) -> None:
                               f"([policy] requests = \"allocated\"): ask in the pod spec with resources.limits "
                               f"({_resource_of(sel, config) or way})")
     if request.tuning.touches_host():
-        raise PolicyError("tuning (gpuhook.dev/clocks, power-limit, perf-level, compute-mode, exclusive) needs GPUs "
-                          f"the kubelet allocated: add resources.limits ({way}) to the container")
+        raise PolicyError("tuning (gpuhook.dev/clocks, power-limit, fan, perf-level, compute-mode, exclusive) needs "
+                          f"GPUs the kubelet allocated: add resources.limits ({way}) to the container")
 
 
 def _resource_of(sel: Selection, config: Config) -> str:

@@ -5,7 +5,8 @@ gpuhook.host.facts. Refusals say what the image needs, what the host has and the
 compatibility: when the host driver is too old but the image ships newer compat libraries, the container may
 start and its linker cache prefers the image's compat directory; the compat library is never loaded by
 gpuhook (its version is read from its file name) and nothing from the image goes onto host paths.
-CUDA requirements are NVIDIA's, ROCm windows AMD's: they are looked up by those vendors' names.
+CUDA requirements are NVIDIA's, ROCm windows AMD's: they are looked up by those vendors' names. Any other vendor's
+user space (its STACK, e.g. Hygon's DTK) is checked against the window its module gives for the host's driver.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from gpuhook.frozen import frozen
 from gpuhook.host import rocm
 from gpuhook.request import requirements as require
 from gpuhook.request.requirements import Condition, Facts, Requirement, version_tuple
+from gpuhook.vendors.registry import get
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -65,6 +67,9 @@ def check(selected: tuple[tuple[VendorInventory, tuple[Gpu, ...]], ...], env: Ma
     rocm_release = None
     if "amd" in by_vendor:
         rocm_release = _check_rocm(by_vendor["amd"][0], facts, rocm_policy, warnings, user_rocm)
+    for vendor, release in facts.image_stacks:
+        if vendor in by_vendor:
+            _check_stack(by_vendor[vendor][0], release, rocm_policy, warnings)
     nvidia = by_vendor.get("nvidia")
     for req in requirements:
         if nvidia is None and req.source != require.ANNOTATION:
@@ -153,6 +158,26 @@ def _check_rocm(inv: VendorInventory, facts: HostFacts, policy: str, warnings: l
             raise PolicyError(msg + ' (refused by [policy] rocm_compatibility = "strict")')
         warnings.append(msg)
     return release
+
+
+def _check_stack(inv: VendorInventory, release: str, policy: str, warnings: list[str]) -> None:
+    """The image's release of a vendor's user space (its STACK: Hygon's DTK) against the window of the host's
+    driver the vendor gives: a warning, or under [policy] rocm_compatibility = "strict" a refusal, outside it."""
+    vendor = get(inv.vendor)
+    stack, driver = vendor.STACK, f"{vendor.LABEL} driver {inv.driver_version}"
+    span = vendor.stack_window(inv)
+    if span is None:
+        warnings.append(f"the image ships {stack} {release}, but gpuhook does not know which {stack} releases the "
+                        f"host's {vendor.LABEL} driver {inv.driver_version or '(no version)'} runs: not checked")
+        return
+    lo, hi = span
+    if version_tuple(lo)[:2] <= version_tuple(release)[:2] <= version_tuple(hi)[:2]:
+        return
+    msg = (f"the image ships {stack} {release} but the host's {driver} runs {stack} {lo} to {hi}: use an image "
+           f"with {stack} {lo}-{hi} or a host driver that runs {release}")
+    if policy == "strict":
+        raise PolicyError(msg + ' (refused by [policy] rocm_compatibility = "strict")')
+    warnings.append(msg)
 
 
 def _message(req: Requirement, cond: Condition, facts: Facts, gpu: Gpu | None) -> str:

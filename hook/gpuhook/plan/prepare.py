@@ -82,7 +82,7 @@ def survey(request: Request, inventory: Inventory, spec: Spec, config: Config) -
 
         cuda, nvml = compat.needs(selected, env, annotations)
     return Needs(checks, cuda, nvml, checks and _host_rocm_wanted(request, config, by_vendor) is not None,
-                 tuple((inv.vendor, gpus) for inv, gpus in selected))
+                 tuple((inv.vendor, gpus) for inv, gpus in selected), tuple(v for v in by_vendor if get(v).STACK))
 
 
 def decide(request: Request, inventory: Inventory, facts: HostFacts, spec: Spec, config: Config,
@@ -152,9 +152,10 @@ def _env(spec: Spec) -> dict[str, str]:
 
 
 def _checks_needed(by_vendor: dict[str, Any], env: dict[str, str], annotations: dict[str, str]) -> bool:
-    """Whether compatibility checks or host ROCm apply: AMD GPUs, or a stated requirement."""
+    """Whether compatibility checks or host ROCm apply: AMD GPUs, a vendor's whose user space is checked (its STACK),
+    or a stated requirement."""
     return ("amd" in by_vendor or "gpuhook.dev/require" in annotations or "CUDA_VERSION" in env
-            or any(k.startswith("NVIDIA_REQUIRE_") for k in env))
+            or any(k.startswith("NVIDIA_REQUIRE_") for k in env) or any(get(v).STACK for v in by_vendor))
 
 
 def _host_rocm_wanted(request: Request, config: Config, by_vendor: dict[str, Any]) -> HostRocm | None:

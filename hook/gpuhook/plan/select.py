@@ -61,9 +61,14 @@ def vendor_for(sel: Selection, inventory: Inventory, vendors: dict[str, Vendor])
                             f"{_host_has(inventory, vendors)}{hint}")
         return inv
     ids = sel.devices or ()
-    for vendor in vendors.values():  # identifiers in one vendor's own form (its UUIDs) name that vendor
-        if ids and all(vendor.parse_id(i) is not None for i in ids):
-            return vendor_for(Selection(vendor.NAME, sel.devices, sel.source, sel.raw), inventory, vendors)
+    # identifiers in one vendor's own form (its UUIDs) name that vendor; a form two share (KFD unique ids: AMD's and
+    # Hygon's) names the one whose GPUs have them, else the one present
+    forms = [v for v in vendors.values() if ids and all(v.parse_id(i) is not None for i in ids)]
+    if len(forms) > 1:
+        forms = [v for v in forms if _has_ids(inventory.vendor(v.NAME), ids)] or \
+            [v for v in forms if inventory.vendor(v.NAME)] or forms
+    if forms:
+        return vendor_for(Selection(forms[0].NAME, sel.devices, sel.source, sel.raw), inventory, vendors)
     if ids and all(":" in i for i in ids):
         owners = {v.vendor for v in inventory.vendors for g in v.gpus if g.pci in ids}
         if len(owners) == 1:
@@ -76,6 +81,10 @@ def vendor_for(sel: Selection, inventory: Inventory, vendors: dict[str, Vendor])
     names = " and ".join(f"{_label(v, vendors)} ({len(v.gpus)} GPUs)" for v in candidates)
     raise PlanError(f"{sel.source}={sel.shown!r} is ambiguous: this host has {names}; add "
                     + " or ".join(f"gpuhook.dev/vendor={v.vendor}" for v in candidates))
+
+
+def _has_ids(inv: VendorInventory | None, ids: tuple[str, ...]) -> bool:
+    return inv is not None and all(any(i.lower() == g.uuid.lower() for g in inv.gpus) for i in ids)
 
 
 def _find(ident: str, sel: Selection, inv: VendorInventory, vendors: dict[str, Vendor]) -> Gpu:

@@ -15,6 +15,7 @@ class HostSpec:
 
     nvidia: int = 0
     amd: int = 0
+    hygon: int = 0  # Hygon DCUs (a host has AMD GPUs or Hygon DCUs: each driver owns /dev/kfd)
     nvidia_driver: str = "550.54.15"
     cuda_version: int = 12040  # what the stub libcuda's cuDriverGetVersion reports
     nvidia_arch: str = "9.0"  # compute capability the stub NVML reports for every GPU
@@ -32,11 +33,13 @@ class HostSpec:
     mig_gpus: int | None = None  # how many NVIDIA GPUs (the first ones) are in MIG mode; None: all, when `mig`
     amd_partitions: str = "SPX"  # every AMD GPU's compute partition mode: SPX (whole), DPX, QPX, CPX (8 partitions)
     amd_memory_partition: str = "NPS1"  # and its memory partition mode (NPS1, NPS4)
+    hygon_driver: str = "6.2.26"  # the DCU driver's version (the module is hydcu up to 6.2, hycu from 6.3)
+    hyhal: bool = True  # the driver's HAL in /opt/hyhal (hy-smi, librocm_smi64)
     fans: int = 1  # fans on each GPU the stubs report (0: passively cooled, as SXM and OAM boards are)
 
     def gpus_of(self, vendor: str) -> int:
         """How many GPUs of `vendor` the host has."""
-        return {"nvidia": self.nvidia, "amd": self.amd, **dict(self.others)}.get(vendor, 0)
+        return {"nvidia": self.nvidia, "amd": self.amd, "hygon": self.hygon, **dict(self.others)}.get(vendor, 0)
 
 
 def write(root: str, path: str, text: str) -> None:

@@ -22,7 +22,7 @@ def build_host(root: str, spec: HostSpec, replace: bool = True) -> str:
         if count or vendor.NAME in spec.drivers_without_gpus:
             vendor.simulate(root, spec, count)
     with open(os.path.join(root, MARKER), "w") as f:
-        f.write(f"nvidia={spec.nvidia} amd={spec.amd}\n")
+        f.write(f"nvidia={spec.nvidia} amd={spec.amd} hygon={spec.hygon}\n")
     return root
 
 

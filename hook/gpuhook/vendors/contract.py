@@ -97,7 +97,7 @@ class DraDevice:
     name: str  # the device's name in the ResourceSlice (a DNS label)
     gpu: Gpu
     kind: str  # gpu | mig | partition
-    domain: str  # the vendor's own DRA driver's name
+    domain: str  # the vendor's own DRA driver's name ("" where it has none: no copies)
     attributes: tuple[tuple[str, str | int | bool], ...] = ()
     versions: tuple[str, ...] = ()  # which attributes are versions (semver)
     capacity: tuple[tuple[str, int], ...] = ()  # bytes for memory, counts otherwise

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from gpuhook.config import Policy
     from gpuhook.edits import DeviceNode, Edits
+    from gpuhook.host.image import InRoot
     from gpuhook.host.inventory import Gpu, VendorInventory
     from gpuhook.host.root import Root
     from gpuhook.request.tuning import Tuning
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 else:
     Protocol = object
 
-BUILTIN = ("nvidia", "amd")
+BUILTIN = ("nvidia", "amd", "hygon")
 MARKER_SUFFIX = "_VISIBLE_DEVICES"
 
 
@@ -46,6 +47,8 @@ class Vendor(Protocol):
     CDI_KIND: str  # e.g. nvidia.com/gpu
     DOCKER_GPUS_HOOK: str | None  # the prestart hook Docker's --gpus adds with ENV_KEY (request.docker_flag)
     SLICE_RESOURCE: str  # the device plugin's per-profile resource name for slices ("mixed"), {profile} in it
+    STACK: str | None  # the vendor's user space an image ships, checked against the host's driver by plan/compat
+    # (Hygon's DTK); None where there is none to check that way (NVIDIA's CUDA and AMD's ROCm have checks of their own)
 
     def parse_id(self, item: str) -> str | None:
         """The vendor's own identifier form (a UUID) normalised, or None when `item` is not one."""
@@ -104,6 +107,15 @@ class Vendor(Protocol):
         described as the vendor's own DRA driver does (vendors/contract.DraDevice). Loads libraries; reads only."""
         ...
 
+    def image_stack(self, image: InRoot, notes: list[str]) -> str | None:
+        """The release of STACK the image ships, None for none; a file gpuhook refused to read is said in `notes`.
+        Reads the image root (never out of it)."""
+        ...
+
+    def stack_window(self, inv: VendorInventory) -> tuple[str, str] | None:
+        """(oldest, newest) release of STACK the host's driver runs; None when gpuhook cannot say."""
+        ...
+
     def checks(self, inv: VendorInventory) -> tuple[tuple[str, str, str], ...]:
         """Doctor findings (level, what, fix) beyond the device nodes."""
         ...
@@ -122,9 +134,10 @@ def all_vendors() -> tuple[Vendor, ...]:
     global _cache
     if _cache is None:
         from gpuhook.vendors.amd import vendor as amd
+        from gpuhook.vendors.hygon import vendor as hygon
         from gpuhook.vendors.nvidia import vendor as nvidia
 
-        builtin: dict[str, Vendor] = {"nvidia": nvidia, "amd": amd}
+        builtin: dict[str, Vendor] = {"nvidia": nvidia, "amd": amd, "hygon": hygon}
         _cache = (*(builtin[name] for name in BUILTIN), *_registered)
     return _cache
 

@@ -17,6 +17,7 @@ import pytest
 from gpuhook.host.inventory import Gpu, Inventory, VendorInventory
 from gpuhook.host.root import Root
 from gpuhook.metrics.telemetry import Sessions
+from gpuhook.simulator import telemetry as sim_telemetry
 from gpuhook.vendors import registry
 from gpuhook.vendors.amd import sim as sim_amd
 from gpuhook.vendors.contract import Reading, Setting
@@ -164,3 +165,21 @@ def test_sessions_reopen_on_a_new_driver_new_gpus_or_a_lost_session_and_close_wh
     sessions.read(Inventory("/", ()))
     assert _Flaky.opened == ["1", "closed", "2", "closed", "2", "closed", "lost", "closed", "lost", "closed"]
     assert json.dumps(sessions.read(Inventory("/", ()))) == "{}"
+
+
+def test_hygon_dcus_through_the_exporter(fake_host: FakeHost, tmp_path: Path) -> None:
+    """A Hygon DCU's telemetry: the files its driver keeps from amdgpu, under the hygon vendor."""
+    host = fake_host(hygon=1)
+    busy = sim_telemetry.Telemetry(71, 40 << 30, 65520 << 20, 222000, 64, 1600)
+    sim_amd.telemetry_files(host, "/sys/devices/pci0000:00/0000:40:00.0", busy)
+    config = tmp_path / "c.toml"
+    config.write_text(f'host_root = "{host}"\nstate_dir = "{tmp_path}/state"\n')
+    done = subprocess.run([sys.executable, "-c", "from gpuhook.cli.admin import main; raise SystemExit(main())",
+                           "exporter", "--once"], capture_output=True, text=True, timeout=60, check=False,
+                          env={**os.environ, "GPUHOOK_CONFIG": str(config), "PYTHONPATH": HOOK_DIR})
+    assert done.returncode == 0, done.stderr
+    assert 'gpuhook_gpu_healthy{uuid="0xdc0000000000",vendor="hygon"} 1.0' in done.stdout
+    for family, value in (("power_watts", "222.0"), ("utilization_ratio", "0.71"),
+                          ("memory_used_bytes", "4.294967296e+10"), ("memory_total_bytes", "6.870269952e+10"),
+                          ("temperature_celsius", "64.0")):
+        assert f'gpuhook_gpu_{family}{{uuid="0xdc0000000000",vendor="hygon"}} {value}' in done.stdout, family

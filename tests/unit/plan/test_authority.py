@@ -19,7 +19,7 @@ ANY = from_table({}, "/x")
 ALLOCATED = from_table({"policy": {"requests": "allocated"}}, "/x")
 WHOLE = Allocation(ID, "nvidia.com/gpu", "nvidia", (U0, U1), (U0, U1), False, 100.0, 3700.0, "pod/main", "c1")
 SHARED = Allocation(ID, "nvidia.com/gpu", "nvidia", (U0,), (f"{U0}::0",), True, 100.0, 3700.0, "pod/main", "c1")
-BOTH = "nvidia.com/gpu: 1 or amd.com/gpu: 1"
+BOTH = "nvidia.com/gpu: 1 or amd.com/gpu: 1 or hygon.com/dcu: 1"
 
 OWN_ASKS = [
     ("gpus all", {A + "gpus": "all"}, {}, f"{A}gpus='all'", BOTH),

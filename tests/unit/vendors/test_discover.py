@@ -8,7 +8,6 @@ import pytest
 
 from gpuhook.host.root import Root
 from gpuhook.vendors.amd import kfd
-from gpuhook.vendors.amd import vendor as amd
 from gpuhook.vendors.discover import discover
 from gpuhook.vendors.nvidia import vendor as nvidia
 

@@ -40,6 +40,7 @@ class Toy:
     CDI_KIND = "toy.example/gpu"
     SLICE_RESOURCE = "toy.example/slice-{profile}"
     DOCKER_GPUS_HOOK = None
+    STACK = None
 
     def parse_id(self, item: str) -> str | None:
         return item.upper() if item.upper().startswith("TOY-") and item[4:].isalnum() else None
@@ -96,6 +97,12 @@ class Toy:
 
     def checks(self, inv: VendorInventory) -> tuple[tuple[str, str, str], ...]:
         return ()
+
+    def image_stack(self, image: object, notes: list[str]) -> None:
+        return None
+
+    def stack_window(self, inv: VendorInventory) -> None:
+        return None
 
     def simulate(self, root: str, spec: object, count: int) -> None:
         for i in range(count):

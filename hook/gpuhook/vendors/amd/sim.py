@@ -29,7 +29,7 @@ def build(root: str, spec: HostSpec, count: int) -> None:
     write(root, f"{topo}/0/name", "\n")
     first_card = 1 if spec.bmc_card else 0
     if spec.bmc_card:
-        _drm(root, "0000:02:00.0", "card0")
+        drm_minor(root, "0000:02:00.0", "card0")
         node(root, "/dev/dri/card0", DRI_MAJOR, 0, 0o660, VIDEO_GID)
     if spec.amd_partitions not in PARTITIONS:
         raise SimulatorError(f"--partitions {spec.amd_partitions!r}: expected one of {', '.join(PARTITIONS)}")
@@ -50,12 +50,12 @@ def build(root: str, spec: HostSpec, count: int) -> None:
                   f"heap_type 1\nsize_in_bytes {MI300X_VRAM // per}\nflags 0\nwidth 8192\nmem_clk_max 1300\n")
             write(root, f"{topo}/{k + 1}/gpu_id", f"{1000 + k}\n")
             write(root, f"{topo}/{k + 1}/name", "gfx942\n")
-            _drm(root, pci if p == 0 else f"amdgpu_xcp_{i * (per - 1) + p - 1}", f"renderD{render_minor}")
+            drm_minor(root, pci if p == 0 else f"amdgpu_xcp_{i * (per - 1) + p - 1}", f"renderD{render_minor}")
             node(root, f"/dev/dri/renderD{render_minor}", DRI_MAJOR, render_minor, 0o660, RENDER_GID)
-        _drm(root, pci, f"card{card}")
+        drm_minor(root, pci, f"card{card}")
         node(root, f"/dev/dri/card{card}", DRI_MAJOR, card, 0o660, VIDEO_GID)
         device = pci_device(root, pci, i, count, spec, "0x1002")
-        _amdgpu_sysfs(root, device, spec.fans)
+        amdgpu_sysfs(root, device, spec.fans)
         write(root, f"{device}/current_compute_partition", spec.amd_partitions + "\n")
         write(root, f"{device}/available_compute_partition", ", ".join(PARTITIONS) + "\n")
         write(root, f"{device}/current_memory_partition", spec.amd_memory_partition + "\n")
@@ -71,21 +71,23 @@ def build(root: str, spec: HostSpec, count: int) -> None:
         _amdsmi(root, spec, count)
 
 
-def _amdgpu_sysfs(root: str, device: str, fans: int) -> None:
+def amdgpu_sysfs(root: str, device: str, fans: int, product: str = PRODUCT_NAME,
+                 idle: sim_telemetry.Telemetry = IDLE) -> None:
     """amdgpu's tunables as plain files (writes replace the text: no kernel semantics behind them); the fan's pwm
     files where the board has a fan (amdgpu drives one per GPU: pwm1)."""
     write(root, f"{device}/power_dpm_force_performance_level", "auto\n")
     write(root, f"{device}/pp_dpm_sclk", "0: 500Mhz *\n1: 1200Mhz\n2: 1700Mhz\n3: 2100Mhz\n")
     write(root, f"{device}/hwmon/hwmon0/power1_cap", "300000000\n")
     write(root, f"{device}/hwmon/hwmon0/power1_cap_max", "750000000\n")
-    write(root, f"{device}/product_name", PRODUCT_NAME + "\n")
+    if product:
+        write(root, f"{device}/product_name", product + "\n")
     if fans:
         for name, value in (("pwm1_enable", 2), ("pwm1", 89), ("pwm1_min", 51), ("pwm1_max", 255)):
             write(root, f"{device}/hwmon/hwmon0/{name}", f"{value}\n")
-    _telemetry_files(root, device, IDLE)
+    telemetry_files(root, device, idle)
 
 
-def _telemetry_files(root: str, device: str, t: sim_telemetry.Telemetry) -> None:
+def telemetry_files(root: str, device: str, t: sim_telemetry.Telemetry) -> None:
     """amdgpu's telemetry files: busy percent, VRAM, and the hwmon's power, junction temperature and sclk."""
     write(root, f"{device}/gpu_busy_percent", f"{t.utilization}\n")
     write(root, f"{device}/mem_info_vram_used", f"{t.memory_used}\n")
@@ -103,7 +105,7 @@ def set_telemetry(root: str, index: int, **values: int) -> sim_telemetry.Telemet
     """Change what AMD GPU `index` reports, through the stub amd_smi and amdgpu's sysfs files alike
     (utilization=%, memory_used=, memory_total= bytes, power_mw=, temperature= C, clock_mhz=)."""
     now = sim_telemetry.put(root, "amdsmi", index, IDLE, **values)
-    _telemetry_files(root, f"/sys/devices/pci0000:00/0000:{0x80 + index:02x}:00.0", now)
+    telemetry_files(root, f"/sys/devices/pci0000:00/0000:{0x80 + index:02x}:00.0", now)
     return now
 
 
@@ -125,7 +127,7 @@ def _amdsmi(root: str, spec: HostSpec, count: int) -> None:
     shutil.copy2(lib, f"{lib_dir}/libamd_smi.so")
 
 
-def _drm(root: str, device: str, name: str) -> None:
+def drm_minor(root: str, device: str, name: str) -> None:
     """A DRM minor in sysfs under its device: a PCI address, or a platform device (amdgpu_xcp_<N>)."""
     parent = f"pci0000:00/{device}" if ":" in device else f"platform/{device}"
     real = f"/sys/devices/{parent}/drm/{name}"

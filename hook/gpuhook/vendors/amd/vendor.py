@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from gpuhook.config import Policy
+    from gpuhook.host.image import InRoot
     from gpuhook.host.root import Root
     from gpuhook.request.tuning import Tuning
     from gpuhook.simulator.host import HostSpec
@@ -30,6 +31,7 @@ NONE_MEANS_DRIVER = False
 CAPABILITIES_ENV: str | None = None
 CDI_KIND = "amd.com/gpu"
 DOCKER_GPUS_HOOK: str | None = None  # Docker 28.3+ sets AMD_VISIBLE_DEVICES for its "amd" driver, without a hook
+STACK: str | None = None
 SLICE_RESOURCE = "amd.com/{profile}"  # partitions are GPUs of their own: never asked (no slices beside them)
 KFD = "/dev/kfd"
 KFD_PROC = "/sys/class/kfd/kfd/proc"  # other tenants' GPU processes
@@ -152,6 +154,16 @@ def dra_devices(inv: VendorInventory, root: Root) -> tuple[DraDevice, ...]:
     from gpuhook.vendors.amd import dra
 
     return dra.dra_devices(inv, root)
+
+
+def image_stack(image: InRoot, notes: list[str]) -> str | None:
+    """No STACK: the image's ROCm is checked by plan/compat itself."""
+    return None
+
+
+def stack_window(inv: VendorInventory) -> tuple[str, str] | None:
+    """No STACK."""
+    return None
 
 
 def checks(inv: VendorInventory) -> tuple[tuple[str, str, str], ...]:

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from gpuhook.config import Policy
+    from gpuhook.host.image import InRoot
     from gpuhook.host.root import Root
     from gpuhook.request.tuning import Tuning
     from gpuhook.simulator.host import HostSpec
@@ -30,6 +31,7 @@ NONE_MEANS_DRIVER = True
 CAPABILITIES_ENV: str | None = "NVIDIA_DRIVER_CAPABILITIES"
 CDI_KIND = "nvidia.com/gpu"
 DOCKER_GPUS_HOOK: str | None = "nvidia-container-runtime-hook"  # gpuhook ships one: cli/nvidia_hook.py
+STACK: str | None = None
 SLICE_RESOURCE = "nvidia.com/mig-{profile}"  # NVIDIA's device plugin's mixed strategy
 _UUID_GROUPS = (8, 4, 4, 4, 12)  # GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx
 
@@ -185,6 +187,16 @@ def dra_devices(inv: VendorInventory, root: Root) -> tuple[DraDevice, ...]:
     from gpuhook.vendors.nvidia import dra
 
     return dra.dra_devices(inv, root)
+
+
+def image_stack(image: InRoot, notes: list[str]) -> str | None:
+    """No STACK: the image's CUDA is checked by plan/compat itself."""
+    return None
+
+
+def stack_window(inv: VendorInventory) -> tuple[str, str] | None:
+    """No STACK."""
+    return None
 
 
 def checks(inv: VendorInventory) -> tuple[tuple[str, str, str], ...]:
