@@ -29,9 +29,11 @@ class Cluster:
     def __init__(self, plane: ControlPlane, n: Node) -> None:
         self.plane, self.node = plane, n
 
-    def pod(self, name: str, spec: dict[str, Any], annotations: dict[str, str] | None = None) -> None:
+    def pod(self, name: str, spec: dict[str, Any], annotations: dict[str, str] | None = None,
+            labels: dict[str, str] | None = None) -> None:
         self.plane.apply({"apiVersion": "v1", "kind": "Pod",
-                          "metadata": {"name": name, "namespace": "default", "annotations": annotations or {}},
+                          "metadata": {"name": name, "namespace": "default", "annotations": annotations or {},
+                                       "labels": labels or {}},
                           "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1, **spec}})
 
     def delete(self, *names: str) -> None:
@@ -350,3 +352,61 @@ def test_restarts_of_the_device_plugin_and_the_kubelet_keep_running_pods_and_ser
         assert cluster.status("steady")["phase"] == "Running"
     finally:
         cluster.delete("steady", "fresh")
+
+
+def test_an_upgrade_drain_evicts_the_gpu_pods_and_honours_their_budgets(cluster: Cluster, tmp_path: Path) -> None:
+    """`gpuhook upgrade plan` names the GPU pods and the budget that blocks one; `drain` (a dry run unless told)
+    cordons the node and evicts through the Eviction API: the unprotected GPU pod goes, the protected one stays
+    (exit 1, the budget named), the CPU pod is never touched; with the budget gone the drain completes."""
+    plane = cluster.plane
+    kubeconfig = tmp_path / "admin.json"
+    kubeconfig.write_text(plane.kubectl("config", "view", "--raw", "--flatten", "-o", "json").stdout)
+    pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+           "metadata": {"name": "serve", "namespace": "default"},
+           "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "serve"}}}}
+
+    def gpuhook(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([conftest.GPUHOOK, "upgrade", *args, "--kubeconfig", str(kubeconfig), "--node", NODE],
+                              env=cluster.node.genv, capture_output=True, text=True, timeout=120, check=False)
+
+    def there(name: str) -> bool:
+        return plane.kubectl("get", "pod", name, check=False).returncode == 0
+
+    cluster.pod("train", {"containers": [container("main", SEE + "; sleep 300", "amd.com/gpu")]},
+                labels={"app": "train"})
+    cluster.pod("serve", {"containers": [container("main", SEE + "; sleep 300", "nvidia.com/gpu")]},
+                labels={"app": "serve"})
+    cluster.pod("cpu", {"containers": [container("main", "echo up; sleep 300")]}, labels={"app": "web"})
+    try:
+        for name in ("train", "serve", "cpu"):
+            wait_for(lambda: len(cluster.logs_so_far(name, "main")) >= 1, 60,  # noqa: B023 (called at once)
+                     lambda: json.dumps(cluster.status(name)))  # noqa: B023
+        plane.apply(pdb)
+        wait_for(lambda: plane.get("pdb", "serve").get("status", {}).get("currentHealthy") == 1, 60,
+                 lambda: json.dumps(plane.get("pdb", "serve").get("status")))
+        plan = gpuhook("plan", "--json")
+        assert plan.returncode == 0, plan.stderr
+        seen = json.loads(plan.stdout)
+        assert {p["pod"]: (p["gpus"], p["blocked_by"]) for p in seen["pods"]} == {
+            "default/serve": (["nvidia.com/gpu: 1"], ["serve"]), "default/train": (["amd.com/gpu: 1"], [])}
+        assert {c["pod"] for c in seen["containers"]} == {"default/serve/main", "default/train/main"}
+
+        dry = gpuhook("drain")
+        assert dry.returncode == 1 and "dry run: would cordon" in dry.stdout, dry.stdout + dry.stderr
+        assert not plane.get("node", NODE, None)["spec"].get("unschedulable") and there("train")
+
+        blocked = gpuhook("drain", "--no-dry-run", "--timeout", "6")
+        assert blocked.returncode == 1, blocked.stdout + blocked.stderr
+        assert "default/serve was not evicted" in blocked.stderr and "disruption budget" in blocked.stderr
+        assert plane.get("node", NODE, None)["spec"].get("unschedulable") is True
+        wait_for(lambda: not there("train"), 60, lambda: json.dumps(cluster.status("train")))
+        assert cluster.status("serve")["phase"] == "Running" and cluster.status("cpu")["phase"] == "Running"
+
+        plane.kubectl("delete", "pdb", "serve")
+        done = gpuhook("drain", "--no-dry-run", "--timeout", "60")
+        assert done.returncode == 0 and "drained" in done.stdout, done.stdout + done.stderr
+        assert not there("serve") and cluster.status("cpu")["phase"] == "Running"
+    finally:
+        plane.kubectl("delete", "pdb", "serve", "--ignore-not-found", check=False)
+        plane.kubectl("uncordon", NODE, check=False)
+        cluster.delete("train", "serve", "cpu")

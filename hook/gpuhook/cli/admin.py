@@ -167,6 +167,29 @@ def _parser() -> argparse.ArgumentParser:
                      help="the kubelet's plugin registry (default: /var/lib/kubelet/plugins_registry)")
     dra.add_argument("--cdi-dir", default="/var/run/cdi", help="where prepared claims' CDI specs go")
     dra.set_defaults(func=_dra_driver)
+    up = sub.add_parser("upgrade", help="before a driver upgrade: what holds the GPUs, and draining them off")
+    up_sub = up.add_subparsers(dest="action", required=True, metavar="ACTION")
+    for name, helps in (("plan", "the GPU containers, processes and (on a node) pods, and the budgets that would "
+                                 "block their eviction"),
+                        ("drain", "cordon the node and evict its GPU pods through the Eviction API, budgets "
+                                  "honoured (--dry-run unless --no-dry-run)")):
+        a = up_sub.add_parser(name, help=helps)
+        a.add_argument("--kubeconfig", help="a JSON kubeconfig (default: the pod's service account, where run in a "
+                       "pod; neither: this host alone)")
+        a.add_argument("--node", default=os.environ.get("NODE_NAME", ""), help="the node (default: env NODE_NAME)")
+        a.add_argument("--resource", action="append", metavar="NAME", help="more extended resources that are GPUs "
+                       "(default: [kubernetes] resources)")
+        a.add_argument("--dra-driver", action="append", default=["gpu.gpuhook.dev"], metavar="NAME",
+                       help="DRA drivers whose claims are GPUs (default: gpu.gpuhook.dev)")
+        if name == "plan":
+            a.add_argument("--json", action="store_true", help="machine-readable output")
+            a.set_defaults(func=lambda a: _upgrade().plan(a))
+        else:
+            a.add_argument("--dry-run", action=argparse.BooleanOptionalAction, default=True,
+                           help="say what would be done (the default); --no-dry-run does it")
+            a.add_argument("--timeout", type=float, default=300.0, help="seconds to keep retrying evictions a "
+                           "budget refuses and to wait for the pods to go (default 300)")
+            a.set_defaults(func=lambda a: _upgrade().drain(a))
     ex = sub.add_parser("exporter", help="Prometheus metrics: the GPUs, the containers (and pods) holding them, "
                         "tuning, leases, health, telemetry (run by a DaemonSet or a systemd unit)")
     ex.add_argument("--listen", help="host:port to serve /metrics on (default: [exporter] listen, 127.0.0.1:9835)")
@@ -299,6 +322,12 @@ def _host() -> Any:
     from gpuhook.cli import host_commands
 
     return host_commands
+
+
+def _upgrade() -> Any:
+    from gpuhook.cli import upgrade_commands
+
+    return upgrade_commands
 
 
 def _tuning() -> Any:

@@ -49,18 +49,18 @@ class ApiServer:
         self._kept = threading.local()  # each thread's open connection, for its GETs (a TLS handshake spared)
 
     def request(self, method: str, path: str, body: dict[str, Any] | None = None,
-                query: dict[str, str] | None = None) -> dict[str, Any]:
+                query: dict[str, str] | None = None, content_type: str = "application/json") -> dict[str, Any]:
         """One call; the answer's JSON object. ApiError for a non-2xx answer, KubernetesError when the server
         cannot be reached. Talks to the network."""
         url = path + ("?" + urllib.parse.urlencode(query) if query else "")
-        headers = {"Accept": "application/json", "User-Agent": "gpuhook-dra-driver"}
+        headers = {"Accept": "application/json", "User-Agent": "gpuhook"}
         token = self._bearer()
         if token:
             headers["Authorization"] = f"Bearer {token}"
         data = None
         if body is not None:
             data = json.dumps(body).encode()
-            headers["Content-Type"] = "application/json"
+            headers["Content-Type"] = content_type
         kept = getattr(self._kept, "conn", None) if method == "GET" else None
         for conn in ([kept] if kept else []) + [None]:  # a kept connection the server closed: once more, anew
             fresh = conn is None
