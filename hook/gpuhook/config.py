@@ -42,6 +42,8 @@ class TuningPolicy:
     compute_modes: tuple[str, ...] | None = None
     exclusive: bool = True
     fan: bool = True  # containers may set fans at all (gpuhook.dev/fan=auto is always allowed)
+    mps: bool = True  # containers may share NVIDIA GPUs through MPS control daemons gpuhook starts
+    mps_dir: str = "/run/gpuhook/mps"  # each GPU's MPS pipe and log directories, <mps_dir>/<uuid>/{pipe,log}
     shared_slices: bool = False  # tuning on a MIG device or AMD partition whose siblings other containers may hold
 
 
@@ -108,7 +110,8 @@ def from_table(table: dict[str, Any], path: str, validated: bool = False) -> Con
     t = table.get("tuning", {})
     tuning = TuningPolicy(policy.allow_tuning, _pair(t.get("clocks_mhz")), _pair(t.get("power_watts")),
                           _pair(t.get("fan_percent")), _names(t.get("perf_levels")), _names(t.get("compute_modes")),
-                          t.get("exclusive", True), t.get("fan", True), t.get("shared_slices", False))
+                          t.get("exclusive", True), t.get("fan", True), t.get("mps", True),
+                          t.get("mps_dir", "/run/gpuhook/mps"), t.get("shared_slices", False))
     top = {k: v for k, v in table.items() if k not in ("policy", "tuning", "kubernetes", "exporter")}
     return Config(path=path, policy=policy, tuning=tuning, kubernetes=_kubernetes(table.get("kubernetes")),
                   exporter=Exporter(**table.get("exporter", {})), **top)

@@ -506,3 +506,113 @@ def test_hygon_dcu_settings_live_with_the_container(tuned) -> None:  # type: ign
     assert (dev / "hwmon/hwmon0/power1_cap").read_text().strip() == "300000000"
     assert (dev / "hwmon/hwmon0/pwm1_enable").read_text().strip() == "2"
     assert "no GPU tuning is held" in t.gpuhook("status").stdout
+
+
+def _mps(t: Tuned, uuid: str = "GPU-00000000-5a1e-4000-8000-0000d00d0000") -> Path:
+    return t.tmp / "mps" / uuid
+
+
+def _daemon(home: Path) -> int:
+    """The MPS control daemon's pid, from its pid file, when it lives; 0 otherwise."""
+    try:
+        pid = int((home / "pipe/nvidia-cuda-mps-control.pid").read_text())
+    except (OSError, ValueError):
+        return 0
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return 0
+    return pid if state != "Z" else 0
+
+
+MPS = "[tuning]\nmps_dir = \"{tmp}/mps\"\n"
+
+
+def test_an_mps_daemon_lives_while_containers_use_it(tuned) -> None:  # type: ignore[no-untyped-def]
+    """The first MPS container starts the GPU's control daemon (the host's nvidia-cuda-mps-control, the GPU alone
+    visible to it), a second joins it, the last one leaving makes it quit; each container reaches its pipes at
+    /tmp/nvidia-mps with its limits in env."""
+    t = tuned(HostSpec(nvidia=2))
+    t.config.write_text(t.config.read_text() + MPS.format(tmp=t.tmp))
+    look = {**NV0, "gpuhook.dev/mps": "true", "gpuhook.dev/mps-threads": "50", "gpuhook.dev/mps-memory": "8G"}
+
+    def probe(spec: dict[str, Any]) -> None:
+        spec["process"]["args"] = ["sh", "-c", "env | grep ^CUDA_MPS | sort > /tmp/nvidia-mps/seen-$$; "
+                                   "ls /tmp/nvidia-mps >> /tmp/nvidia-mps/seen-$$; sleep 60"]
+
+    first, r = t.start(look, probe)
+    assert r.returncode == 0, r.stderr
+    home = _mps(t)
+    pid = _daemon(home)
+    assert pid, list(home.rglob("*"))
+    assert Path(f"/proc/{pid}/environ").read_bytes().split(b"\0").count(
+        b"CUDA_VISIBLE_DEVICES=GPU-00000000-5a1e-4000-8000-0000d00d0000") == 1
+    for _ in range(100):
+        seen = list((home / "pipe").glob("seen-*"))
+        if seen and "control" in seen[0].read_text():
+            break
+        time.sleep(0.05)
+    text = seen[0].read_text().splitlines()
+    assert text[:3] == ["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=8192M",
+                        "CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps"], text
+    assert "control" in text and "nvidia-cuda-mps-control.pid" in text  # the daemon's pipes, seen from inside
+    second, r2 = t.start({**NV0, "gpuhook.dev/mps": "true"})
+    assert r2.returncode == 0, r2.stderr
+    assert _daemon(home) == pid  # joined, not a second daemon
+    assert "mps          off" in t.gpuhook("status").stdout
+    t.stop(first)
+    assert _daemon(home) == pid
+    t.stop(second)
+    assert not _daemon(home) and not home.exists()
+    assert (Path(f"/proc/{pid}").exists() is False) or "Z" in Path(f"/proc/{pid}/stat").read_text()
+
+
+def test_a_killed_mps_containers_daemon_is_stopped_by_gc(tuned) -> None:  # type: ignore[no-untyped-def]
+    t = tuned(HostSpec(nvidia=1))
+    t.config.write_text(t.config.read_text() + MPS.format(tmp=t.tmp))
+    cid, r = t.start({**NV0, "gpuhook.dev/mps": "true"})
+    assert r.returncode == 0, r.stderr
+    assert _daemon(_mps(t))
+    pid = int(subprocess.run(["runc", "state", cid], capture_output=True, text=True).stdout.split('"pid": ')[1]
+              .split(",")[0])
+    os.kill(pid, signal.SIGKILL)
+    shutil.rmtree(f"/run/runc/{cid}")  # no poststop will run
+    t.started.remove(cid)
+    for _ in range(50):
+        if not os.path.exists(f"/proc/{pid}"):
+            break
+        time.sleep(0.05)
+    assert t.gpuhook("gc").returncode == 0
+    assert not _daemon(_mps(t)) and not _mps(t).exists()
+
+
+@pytest.mark.parametrize(("spec", "asked", "said"), [
+    (HostSpec(amd=1), {"gpuhook.dev/gpus": "0", "gpuhook.dev/mps": "true"},
+     "gpuhook.dev/mps is NVIDIA's Multi-Process Service, but GPU 0 is AMD"),
+    (HostSpec(nvidia=2), {"gpuhook.dev/gpus": "0,1", "gpuhook.dev/mps": "true"},
+     "gpuhook.dev/mps shares one GPU a container"),
+    (HostSpec(nvidia=1), {"gpuhook.dev/gpus": "0", "gpuhook.dev/mps-threads": "30"},
+     "gpuhook.dev/mps-threads limits an MPS client: it needs gpuhook.dev/mps=true"),
+    (HostSpec(nvidia=1), {"gpuhook.dev/gpus": "0", "gpuhook.dev/mps": "true", "gpuhook.dev/mps-memory": "8 apples"},
+     "gpuhook.dev/mps-memory='8 apples': expected"),
+    (HostSpec(nvidia=1, mig=("3g.40gb",)), {"gpuhook.dev/gpus": "0:0", "gpuhook.dev/mps": "true"},
+     "gpuhook runs MPS on whole GPUs only"),
+], ids=["amd", "two gpus", "threads alone", "bad memory", "mig"])
+def test_mps_refusals_leave_the_spec_and_the_host_alone(tuned, spec: HostSpec, asked: dict[str, str],  # type: ignore[no-untyped-def]
+                                                        said: str) -> None:
+    t = tuned(spec)
+    t.config.write_text(t.config.read_text() + MPS.format(tmp=t.tmp))
+    b = t.bundle(asked, ["true"])
+    before = (b / "config.json").read_bytes()
+    r = subprocess.run([conftest.SHIM, "run", "--bundle", str(b), "m-" + uuid.uuid4().hex[:8]], env=t.env,
+                       capture_output=True, text=True, timeout=60, check=False)
+    (line,) = r.stderr.strip().splitlines()
+    assert r.returncode != 0 and said in line, line
+    assert (b / "config.json").read_bytes() == before and not (t.tmp / "mps").exists()
+
+
+def test_mps_off_by_policy(tuned) -> None:  # type: ignore[no-untyped-def]
+    t = tuned(HostSpec(nvidia=1), "[tuning]\nmps = false\n")
+    _, r = t.start({**NV0, "gpuhook.dev/mps": "true"})
+    (line,) = r.stderr.strip().splitlines()
+    assert r.returncode != 0 and "does not share GPUs through MPS ([tuning] mps = false)" in line

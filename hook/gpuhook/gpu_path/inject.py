@@ -8,12 +8,14 @@ request may exist.
 from __future__ import annotations
 
 import os
+import stat
 import sys
 
 from gpuhook import logs
 from gpuhook.apply import containers
 from gpuhook.config import Config, from_table
 from gpuhook.edits import Edits, merge
+from gpuhook.errors import PlanError
 from gpuhook.frozen import replace
 from gpuhook.host.facts import gather
 from gpuhook.host.root import Root
@@ -80,6 +82,8 @@ def prepare(spec: Spec, bundle: str, config: Config, log: Any, gpuhook_bin: str 
     warm = os.environ.get("GPUHOOK_WARM_SOCKET")  # the hooks ask the warm helper the shim was told to ask
     prepared = decide(request, inventory, facts, spec, config, gpuhook_bin,
                       () if warm is None else (f"GPUHOOK_WARM_SOCKET={warm}",))
+    for directory in prepared.directories:  # before the runtime mounts them (the daemons start at prestart)
+        _make_directory(directory)
     if prepared.procfs:
         from gpuhook.apply import procfs_copy
 
@@ -254,3 +258,15 @@ def count_prepared(state_dir: str, prepared: Prepared) -> None:
 
     for vendor in dict.fromkeys(v for v, _ in prepared.drivers):
         counters.bump(state_dir, counters.PREPARED, vendor)
+
+
+def _make_directory(path: str) -> None:
+    """A host directory a mount of the container needs (an MPS daemon's pipes), root's and 0755; PlanError when
+    something else is in its place."""
+    try:
+        os.makedirs(path, mode=0o755, exist_ok=True)
+        st = os.lstat(path)
+    except OSError as e:
+        raise PlanError(f"cannot make {path} for the container's mounts: {e.strerror}") from e
+    if not stat.S_ISDIR(st.st_mode) or (os.geteuid() == 0 and st.st_uid != 0):
+        raise PlanError(f"{path} is not a directory of root's: gpuhook will not mount it into a container")

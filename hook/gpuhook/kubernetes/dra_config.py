@@ -14,12 +14,15 @@ written in a ResourceClaim (or its DeviceClass) instead. Pure.
             perfLevel: high        # AMD
             computeMode: exclusive-process   # NVIDIA
             exclusive: true        # no other container on these GPUs while it runs
+            mps: true              # NVIDIA: share the GPU through an MPS daemon (one GPU a request)
+            mpsActiveThreadPercentage: 50
+            mpsPinnedMemoryLimit: 8G
 
 Each field is the annotation of the same meaning (gpuhook.dev/clocks, power-limit, fan, perf-level, compute-mode,
-exclusive) and is checked as that annotation is, against [tuning] policy too, when the claim is prepared: an
-invalid configuration fails the preparation with one line, which the kubelet shows in the pod's events. The
-class's configuration comes first and the claim's overrides it, field by field, as the API orders them. Unknown
-fields are refused (a typo must not silently tune nothing).
+exclusive, mps, mps-threads, mps-memory) and is checked as that annotation is, against [tuning] policy too, when
+the claim is prepared: an invalid configuration fails the preparation with one line, which the kubelet shows in the
+pod's events. The class's configuration comes first and the claim's overrides it, field by field, as the API orders
+them. Unknown fields are refused (a typo must not silently tune nothing).
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ if TYPE_CHECKING:
 API_VERSION = "resource.gpuhook.dev/v1alpha1"
 KIND = "GpuConfig"
 FIELDS = {"clocks": "clocks", "powerLimit": "power-limit", "fan": "fan", "perfLevel": "perf-level",
-          "computeMode": "compute-mode", "exclusive": "exclusive"}
+          "computeMode": "compute-mode", "exclusive": "exclusive", "mps": "mps",
+          "mpsActiveThreadPercentage": "mps-threads", "mpsPinnedMemoryLimit": "mps-memory"}
 
 
 def tuning_by_request(configs: Sequence[Mapping[str, Any]], driver: str,

@@ -151,6 +151,7 @@ class Preparer:
         the rule for slices. KubernetesError naming the claim and request."""
         from gpuhook.plan.tuning import check_policy, settings_for
         from gpuhook.request.tuning import parse_tuning
+        from gpuhook.vendors.registry import get
 
         where = f"claim {namespace}/{name}, request {request}"
         if admin:
@@ -166,6 +167,7 @@ class Preparer:
             check_policy(tuning, self._config.tuning)
             if inv is not None:
                 settings_for(tuning, [(inv, [d.gpu])], self._config.tuning.shared_slices)
+                get(inv.vendor).sharing(tuning, [d.gpu], self._config.tuning.mps_dir)
         except GpuhookError as e:
             raise KubernetesError(f"{where}: {e}") from e
 

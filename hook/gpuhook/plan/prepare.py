@@ -49,6 +49,7 @@ class Prepared:
     gpus: tuple[str, ...] = ()  # every GPU the container gets (Gpu.key), and the physical GPUs of its slices
     procfs: tuple[ProcfsCopy, ...] = ()  # copies to write; their overlays join `edits` once written
     host_rocm: str | None = None  # the version of the host ROCm tree it gets
+    directories: tuple[str, ...] = ()  # host directories its mounts need, made by the runtime first (MPS daemons')
 
 
 def asks(request: Request) -> bool:
@@ -93,6 +94,9 @@ def decide(request: Request, inventory: Inventory, facts: HostFacts, spec: Spec,
     selected = _selected(request, inventory, spec, config)
     by_vendor = {inv.vendor: (inv, gpus) for inv, gpus in selected}
     settings = settings_for(tuning, selected, config.tuning.shared_slices)
+    shared = [get(inv.vendor).sharing(tuning, gpus, config.tuning.mps_dir) for inv, gpus in selected] \
+        if tuning.mps else []
+    settings += tuple(s for made, _ in shared for s in made)
     gpu_names = tuple(g.key() for _, gpus in selected for g in gpus)
     # a slice's container uses its physical GPU too: a lease on the GPU holds against it, and it counts as a user
     # of the GPU for another container's lease
@@ -116,7 +120,7 @@ def decide(request: Request, inventory: Inventory, facts: HostFacts, spec: Spec,
         verdict_edits, warnings = verdict.edits, (*facts.image_notes, *verdict.warnings)
     injected = edits_for(selected, request, inventory) if request.wants_gpus else Edits()
     hardening = merge([get(v).hardening(config.policy) for v in by_vendor])
-    edits = merge([verdict_edits, injected, rocm_edits, hardening,
+    edits = merge([verdict_edits, injected, rocm_edits, hardening, *(e for _, e in shared),
                    Edits(readonly_mounts=("/sys",) if config.policy.readonly_sys else ()), Edits(env=tuning.env),
                    _tuning_hooks(config, gpuhook_bin, hook_env) if tuning.touches_host() else Edits()])
     if edits.ldcache_dirs and not facts.ldconfig_ok:
@@ -124,8 +128,9 @@ def decide(request: Request, inventory: Inventory, facts: HostFacts, spec: Spec,
                           "libc-bin or set `ldconfig` in " + config.path)
     drivers = tuple((v, inv.driver_version or "") for v, (inv, _) in by_vendor.items())
     procfs = tuple(ProcfsCopy(v, target, files) for v, target, files in facts.procfs if v in by_vendor)
+    homes = tuple(s.value for made, _ in shared for s in made)
     return Prepared(edits, warnings, drivers, settings, gpu_names if tuning.exclusive else (), used, procfs,
-                    tree_version)
+                    tree_version, tuple(d for h in homes for d in (f"{h}/pipe", f"{h}/log")))
 
 
 def _selected(request: Request, inventory: Inventory, spec: Spec, config: Config) -> Selected:

@@ -69,6 +69,8 @@ def check_policy(tuning: Tuning, policy: TuningPolicy) -> None:
             lo, hi = policy.fan_percent
             raise PolicyError(f"gpuhook.dev/fan={tuning.fan} is outside what this host allows: {lo}-{hi}% "
                               "([tuning] fan_percent)")
+    if tuning.mps and not policy.mps:
+        raise PolicyError("this host does not share GPUs through MPS ([tuning] mps = false): remove gpuhook.dev/mps")
     for key, asked, allowed in (("perf-level", tuning.perf_level, policy.perf_levels),
                                 ("compute-mode", tuning.compute_mode, policy.compute_modes)):
         if asked and allowed is not None and asked not in allowed:

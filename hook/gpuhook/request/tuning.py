@@ -17,7 +17,9 @@ PERF_LEVELS = ("auto", "low", "high", "manual", "profile_standard", "profile_pea
 COMPUTE_MODES = ("default", "exclusive-process", "prohibited")
 MAX_MHZ = 100_000  # well above any GPU clock; NVML takes 32-bit values
 MAX_WATTS = 10_000  # well above any GPU board; NVML takes milliwatts in 32 bits
-KEYS = ("clocks", "power-limit", "fan", "perf-level", "compute-mode", "exclusive", "fine-grain-pcie", "gfx-override")
+KEYS = ("clocks", "power-limit", "fan", "perf-level", "compute-mode", "exclusive", "fine-grain-pcie", "gfx-override",
+        "mps", "mps-threads", "mps-memory")
+MAX_MPS_MIB = 1 << 24  # 16 TiB: above any GPU's memory
 
 
 @frozen
@@ -31,10 +33,14 @@ class Tuning:
     compute_mode: str | None = None  # NVIDIA
     exclusive: bool = False
     env: tuple[str, ...] = ()
+    mps: bool = False  # NVIDIA: share the GPU through an MPS control daemon gpuhook runs on the host
+    mps_threads: int | None = None  # CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, 1-100
+    mps_memory: int | None = None  # CUDA_MPS_PINNED_DEVICE_MEM_LIMIT, MiB
 
     def touches_host(self) -> bool:
         """Whether anything must be applied (and later restored) on the host."""
-        return any((self.clocks, self.power_limit, self.fan, self.perf_level, self.compute_mode, self.exclusive))
+        return any((self.clocks, self.power_limit, self.fan, self.perf_level, self.compute_mode, self.exclusive,
+                    self.mps))
 
     def sets_gpu(self) -> bool:
         """Whether it changes a setting of the physical GPU (clocks, power, fan, performance level, compute mode)."""
@@ -69,9 +75,13 @@ def parse_tuning(ours: Mapping[str, str], env_keys: frozenset[str] = frozenset()
         if len(parts) != 3 or not all(is_decimal(p) and len(p) <= 3 for p in parts):
             _bad(name("gfx-override"), ours["gfx-override"], "a gfx version such as 10.3.0")
         env.append(f"HSA_OVERRIDE_GFX_VERSION={value}")
+    mps, threads, memory = _flag(ours, "mps", name), _threads(ours, name), _mib(ours, name)
+    if (threads or memory) and not mps:
+        shown = "mps-threads" if threads else "mps-memory"
+        raise RequestError(f"{name(shown)} limits an MPS client: it needs gpuhook.dev/mps=true")
     return Tuning(_clocks(ours, name), _watts(ours, name), _fan(ours, name),
                   _choice(ours, "perf-level", PERF_LEVELS, name), _choice(ours, "compute-mode", COMPUTE_MODES, name),
-                  _flag(ours, "exclusive", name), tuple(env))
+                  _flag(ours, "exclusive", name), tuple(env), mps, threads, memory)
 
 
 def _bad(name: str, raw: str, expected: str) -> None:
@@ -113,6 +123,26 @@ def _fan(ours: Mapping[str, str], name: Callable[[str], str]) -> str | None:
     if not _number(value) or int(value) > 100:
         _bad(name("fan"), raw, "a fan speed in percent (0-100) or auto")
     return str(int(value))
+
+
+def _threads(ours: Mapping[str, str], name: Callable[[str], str]) -> int | None:
+    if "mps-threads" not in ours:
+        return None
+    value = ours["mps-threads"].strip().removesuffix("%").strip()
+    if not _number(value) or not 0 < int(value) <= 100:
+        _bad(name("mps-threads"), ours["mps-threads"], "a share of the GPU's threads in percent, 1-100")
+    return int(value)
+
+
+def _mib(ours: Mapping[str, str], name: Callable[[str], str]) -> int | None:
+    if "mps-memory" not in ours:
+        return None
+    raw = ours["mps-memory"]
+    value = raw.strip().upper().removesuffix("B")
+    scale = {"M": 1, "G": 1024, "T": 1024 * 1024}.get(value[-1:], 0)
+    if not scale or not _number(value[:-1]) or not 0 < int(value[:-1]) * scale <= MAX_MPS_MIB:
+        _bad(name("mps-memory"), raw, "the GPU memory an MPS client may pin, e.g. 8G or 512M")
+    return int(value[:-1]) * scale
 
 
 def _number(text: str) -> bool:

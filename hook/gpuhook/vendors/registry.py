@@ -86,6 +86,12 @@ class Vendor(Protocol):
         """The host settings that give `gpu` what `tuning` asks; RequestError for another vendor's keys."""
         ...
 
+    def sharing(self, tuning: Tuning, gpus: Sequence[Gpu], directory: str) -> tuple[tuple[Setting, ...], Edits]:
+        """What shares `gpus` through a daemon on the host when `tuning` asks (NVIDIA: MPS): the settings that start
+        it (their value its directory under `directory`; restored to 'off', which stops it) and what the container
+        gets to reach it; RequestError where the vendor has no such sharing or not for these GPUs."""
+        ...
+
     def backend(self, root: Root) -> Backend:
         """The tuning backend for this vendor's GPUs under `root` (the caller closes it). Loads libraries."""
         ...

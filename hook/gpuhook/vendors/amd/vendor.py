@@ -112,6 +112,15 @@ def settings(tuning: Tuning, gpu: Gpu) -> tuple[Setting, ...]:
     return tuple(Setting(NAME, gpu.uuid or gpu.pci, gpu.index, gpu.pci, gpu.sysfs, n, v) for n, v in asked)
 
 
+def sharing(tuning: Tuning, gpus: Sequence[Gpu], directory: str) -> tuple[tuple[Setting, ...], Edits]:
+    """No daemon shares these GPUs: MPS is NVIDIA's (they share by time-slicing)."""
+    if tuning.mps:
+        which = f"GPU {gpus[0].index}" if gpus else "this GPU"
+        raise RequestError(f"gpuhook.dev/mps is NVIDIA's Multi-Process Service, but {which} is AMD: remove it "
+                           "(AMDs are shared by time-slicing)")
+    return (), Edits()
+
+
 def backend(root: Root) -> Backend:
     """amd-smi on the host's /opt/rocm/lib/libamd_smi.so where it loads, else amdgpu's sysfs files."""
     from gpuhook.errors import TuningError

@@ -29,7 +29,7 @@ NVIDIA_LIBS = {
     "libnvidia-glcore.so": ("libnvidia-glcore.so.{v}", "generic.c"),
     "libnvidia-eglcore.so": ("libnvidia-eglcore.so.{v}", "generic.c"),
 }
-NVIDIA_TOOLS = {"nvidia-smi": "nvidia_smi.c", "nvidia-debugdump": "tool.c", "nvidia-cuda-mps-control": "tool.c"}
+NVIDIA_TOOLS = {"nvidia-smi": "nvidia_smi.c", "nvidia-debugdump": "tool.c", "nvidia-cuda-mps-control": "mps_control.c"}
 # What the stub NVML reports for a GPU without a telemetry line (stubs/nvml.c): an idle H100 80GB HBM3
 IDLE = sim_telemetry.Telemetry(0, 567017472, 85520809984, 72000, 33, 1980)
 

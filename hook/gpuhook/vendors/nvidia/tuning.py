@@ -1,6 +1,8 @@
 """NVIDIA tuning through NVML (the host root's libnvidia-ml, called through host/nvml_lib.py: no pynvml in the
 hooks): locked clocks, power limit, fans, compute mode. Values are text: clocks 'MIN-MAX' or 'unlocked', power in
-milliwatts, fans 'auto', a percent for every fan, or (an original) 'fans auto,55' fan by fan; compute mode by name."""
+milliwatts, fans 'auto', a percent for every fan, or (an original) 'fans auto,55' fan by fan; compute mode by name;
+mps the MPS control daemon's directory (its pipe/ and log/), or 'off': the host's nvidia-cuda-mps-control is started
+for the GPU, and told to quit."""
 
 from __future__ import annotations
 
@@ -23,9 +25,10 @@ def _mhz(lo: int, hi: int) -> str:
 class NvmlBackend:
     """Reads and writes NVIDIA GPU settings; holds one NVML session until close()."""
 
-    def __init__(self, library: str) -> None:
+    def __init__(self, library: str, mps_control: str = "") -> None:
         from gpuhook.host import nvml_lib
 
+        self._mps_control = mps_control
         self._error = nvml_lib.NvmlError
         self._session = nvml_lib.session(library)
         self._nvml: Nvml = self._session.__enter__()
@@ -35,7 +38,10 @@ class NvmlBackend:
         self._session.__exit__(None, None, None)
 
     def get(self, s: Setting) -> str:
-        """The current value (locked clocks cannot be read back: their original is 'unlocked')."""
+        """The current value (locked clocks cannot be read back: their original is 'unlocked'; MPS is 'off': a
+        daemon gpuhook did not start is not gpuhook's to stop)."""
+        if s.name == "mps":
+            return "off"
         h = self._handle(s)
         try:
             if s.name == "clocks":
@@ -51,6 +57,9 @@ class NvmlBackend:
 
     def set(self, s: Setting, value: str) -> None:
         """Apply a value on the host GPU."""
+        if s.name == "mps":
+            self._mps(s, value)
+            return
         h = self._handle(s)
         try:
             if s.name == "clocks" and value == "unlocked":
@@ -74,6 +83,18 @@ class NvmlBackend:
                 self._nvml.set_compute_mode(h, _MODES[value] if value in _MODES else int(value))
         except self._error as e:
             raise TuningError(f"NVML cannot set {s.name}={value} on GPU {s.index} ({s.gpu}): {e}") from e
+
+    def _mps(self, s: Setting, value: str) -> None:
+        """Start the GPU's MPS control daemon in directory `value`, or ('off') make the one in s.value quit."""
+        from gpuhook.vendors.nvidia import mps
+
+        if not self._mps_control:
+            raise TuningError(f"GPU {s.index} ({s.gpu}): the host has no nvidia-cuda-mps-control (the driver's "
+                              "compute utilities) to run MPS with")
+        if value == "off":
+            mps.stop(self._mps_control, s.device, s.value)
+        else:
+            mps.start(self._mps_control, s.device, value)
 
     def _count_fans(self, s: Setting, h: c_void_p) -> int:
         try:

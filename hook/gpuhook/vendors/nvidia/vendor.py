@@ -143,16 +143,49 @@ def settings(tuning: Tuning, gpu: Gpu) -> tuple[Setting, ...]:
     return tuple(Setting(NAME, gpu.uuid or gpu.pci, gpu.index, gpu.pci, gpu.uuid, n, v) for n, v in asked)
 
 
+MPS_PIPE = "/tmp/nvidia-mps"  # where CUDA looks for the MPS control daemon's pipes when nothing says otherwise
+
+
+def sharing(tuning: Tuning, gpus: Sequence[Gpu], directory: str) -> tuple[tuple[Setting, ...], Edits]:
+    """MPS: one control daemon per GPU on the host (the setting `mps`, its value the daemon's directory
+    <directory>/<UUID>), its pipe directory mounted read-write at CUDA's default /tmp/nvidia-mps, and the client's
+    limits in env (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, CUDA_MPS_PINNED_DEVICE_MEM_LIMIT). One GPU a container: a
+    client reaches one control daemon."""
+    from gpuhook.vendors.contract import Setting
+
+    if not tuning.mps:
+        return (), Edits()
+    if len(gpus) != 1:
+        raise RequestError(f"gpuhook.dev/mps shares one GPU a container (an MPS client reaches one control daemon), "
+                           f"but this container asks for {len(gpus)}: ask for one GPU, or drop gpuhook.dev/mps")
+    gpu = gpus[0]
+    if gpu.parent or not gpu.uuid:
+        raise RequestError(f"gpuhook.dev/mps on MIG device {gpu.slice or gpu.index}: gpuhook runs MPS on whole GPUs "
+                           "only; ask for a whole GPU, or use the MIG device without MPS")
+    home = f"{directory.rstrip('/')}/{gpu.uuid}"
+    env = [f"CUDA_MPS_PIPE_DIRECTORY={MPS_PIPE}"]
+    if tuning.mps_threads:
+        env.append(f"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE={tuning.mps_threads}")
+    if tuning.mps_memory:
+        env.append(f"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0={tuning.mps_memory}M")
+    mount = Mount(f"{home}/pipe", MPS_PIPE, ("rw", "nosuid", "nodev", "bind"))
+    return ((Setting(NAME, gpu.uuid, gpu.index, gpu.pci, gpu.uuid, "mps", home),),
+            Edits(mounts=(mount,), env=tuple(env)))
+
+
 def backend(root: Root) -> Backend:
-    """NVML, bound to the host root's own libnvidia-ml."""
+    """NVML, bound to the host root's own libnvidia-ml; the host's nvidia-cuda-mps-control for MPS."""
     from gpuhook.errors import GpuhookError, TuningError
     from gpuhook.vendors.nvidia.tuning import NvmlBackend
 
-    lib = _nvml_library(discover(root))
+    inv = discover(root)
+    lib = _nvml_library(inv)
     if lib is None:
         raise TuningError(f"no libnvidia-ml under {root.base}: NVIDIA tuning needs the driver's NVML")
+    control = next((f.source for f in (inv.files if inv else ()) if f.kind == "bin"
+                    and os.path.basename(f.source) == "nvidia-cuda-mps-control"), None)
     try:
-        return NvmlBackend(root.lexical(lib))
+        return NvmlBackend(root.lexical(lib), root.lexical(control) if control else "")
     except GpuhookError as e:
         raise TuningError(str(e)) from e
 
