@@ -367,7 +367,7 @@ def test_an_upgrade_drain_evicts_the_gpu_pods_and_honours_their_budgets(cluster:
 
     def gpuhook(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([conftest.GPUHOOK, "upgrade", *args, "--kubeconfig", str(kubeconfig), "--node", NODE],
-                              env=cluster.node.genv, capture_output=True, text=True, timeout=120, check=False)
+                              env=cluster.node.plugin_env, capture_output=True, text=True, timeout=120, check=False)
 
     def there(name: str) -> bool:
         return plane.kubectl("get", "pod", name, check=False).returncode == 0

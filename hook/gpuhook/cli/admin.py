@@ -167,6 +167,14 @@ def _parser() -> argparse.ArgumentParser:
                      help="the kubelet's plugin registry (default: /var/lib/kubelet/plugins_registry)")
     dra.add_argument("--cdi-dir", default="/var/run/cdi", help="where prepared claims' CDI specs go")
     dra.set_defaults(func=_dra_driver)
+    part = sub.add_parser("partition", help="GPU partition layouts (AMD compute and memory partitions) from a file")
+    part_sub = part.add_subparsers(dest="action", required=True, metavar="ACTION")
+    ap = part_sub.add_parser("apply", help="put the GPUs in the file's layouts (refused while containers use them)")
+    ap.add_argument("file", help="the layouts: TOML ([[amd]] gpus, compute, memory), or JSON")
+    ap.add_argument("--dry-run", action="store_true", help="say what would change, change nothing")
+    ap.add_argument("--labels", metavar="PATH", help="the node feature file to write anew (default: NFD's, where it "
+                    "exists)")
+    ap.set_defaults(func=lambda a: _partition().apply(a))
     up = sub.add_parser("upgrade", help="before a driver upgrade: what holds the GPUs, and draining them off")
     up_sub = up.add_subparsers(dest="action", required=True, metavar="ACTION")
     for name, helps in (("plan", "the GPU containers, processes and (on a node) pods, and the budgets that would "
@@ -322,6 +330,12 @@ def _host() -> Any:
     from gpuhook.cli import host_commands
 
     return host_commands
+
+
+def _partition() -> Any:
+    from gpuhook.cli import partition_commands
+
+    return partition_commands
 
 
 def _upgrade() -> Any:

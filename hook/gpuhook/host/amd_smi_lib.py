@@ -29,6 +29,10 @@ _STATUS = {1: "INVAL", 2: "NOT_SUPPORTED", 3: "NOT_YET_IMPLEMENTED", 4: "FAIL_LO
 _u32, _u64 = ctypes.c_uint32, ctypes.c_uint64
 
 
+COMPUTE_PARTITIONS = {"SPX": 1, "DPX": 2, "TPX": 3, "QPX": 4, "CPX": 5}  # amdsmi_compute_partition_type_t
+MEMORY_PARTITIONS = {"NPS1": 1, "NPS2": 2, "NPS4": 4, "NPS8": 8}  # amdsmi_memory_partition_type_t
+
+
 class _PowerCapInfo(ctypes.Structure):
     _fields_ = [("power_cap", _u64), ("default_power_cap", _u64), ("dpm_cap", _u64), ("min_power_cap", _u64),
                 ("max_power_cap", _u64), ("reserved", _u64 * 3)]
@@ -107,6 +111,14 @@ class AmdSmi:
 
     def set_sclk_range(self, handle: ctypes.c_void_p, low: int, high: int) -> None:
         self._call("amdsmi_set_gpu_clk_range", handle, _u64(low), _u64(high), _u32(CLK_TYPE_SYS))
+
+    def set_compute_partition(self, handle: ctypes.c_void_p, mode: str) -> None:
+        """amdsmi_compute_partition_type_t by name (SPX, DPX, TPX, QPX, CPX)."""
+        self._call("amdsmi_set_gpu_compute_partition", handle, _u32(COMPUTE_PARTITIONS[mode]))
+
+    def set_memory_partition(self, handle: ctypes.c_void_p, mode: str) -> None:
+        """amdsmi_memory_partition_type_t by name (NPS1, NPS2, NPS4, NPS8)."""
+        self._call("amdsmi_set_gpu_memory_partition", handle, _u32(MEMORY_PARTITIONS[mode]))
 
 
 @contextmanager

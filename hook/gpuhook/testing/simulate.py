@@ -4,12 +4,18 @@ share is simulator/host.py."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import shutil
 
 from gpuhook.errors import SimulatorError
 from gpuhook.simulator.host import MARKER, HostSpec
 from gpuhook.vendors.registry import all_vendors
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def build_host(root: str, spec: HostSpec, replace: bool = True) -> str:
@@ -22,8 +28,22 @@ def build_host(root: str, spec: HostSpec, replace: bool = True) -> str:
         if count or vendor.NAME in spec.drivers_without_gpus:
             vendor.simulate(root, spec, count)
     with open(os.path.join(root, MARKER), "w") as f:
-        f.write(f"nvidia={spec.nvidia} amd={spec.amd} hygon={spec.hygon}\n")
+        f.write(json.dumps(dataclasses.asdict(spec)) + "\n")  # the spec, for the simulated drivers' rebuilds
     return root
+
+
+def spec_of(root: str) -> HostSpec:
+    """The spec a simulated host was built from (its marker); SimulatorError when there is none."""
+    try:
+        with open(os.path.join(root, MARKER)) as f:
+            fields = json.loads(f.read(1 << 20))
+    except (OSError, ValueError) as e:
+        raise SimulatorError(f"{root} is no simulated host gpuhook built: {e}") from e
+
+    def frozen(v: Any) -> Any:
+        return tuple(frozen(x) for x in v) if isinstance(v, list) else v
+
+    return HostSpec(**{k: frozen(v) for k, v in fields.items()})
 
 
 def _prepare(root: str, replace: bool) -> None:

@@ -92,6 +92,12 @@ class Vendor(Protocol):
         gets to reach it; RequestError where the vendor has no such sharing or not for these GPUs."""
         ...
 
+    def repartition(self, root: Root, gpu: Gpu, layout: dict[str, object]) -> str:
+        """Put the physical GPU `gpu` in `layout` (the vendor's keys of a `gpuhook partition apply` file), waiting
+        until the driver reports it; what changed ('' when it was so already). GpuhookError naming what the GPU
+        offers, or that the vendor has no such layout. Writes the driver's files or calls its library."""
+        ...
+
     def backend(self, root: Root) -> Backend:
         """The tuning backend for this vendor's GPUs under `root` (the caller closes it). Loads libraries."""
         ...

@@ -75,6 +75,12 @@ class Toy:
         return (Setting(self.NAME, gpu.uuid, gpu.index, gpu.pci, gpu.uuid, "clocks", str(tuning.clocks)),) \
             if tuning.clocks else ()
 
+    def sharing(self, tuning: Tuning, gpus: Sequence[Gpu], directory: str) -> tuple[tuple[Setting, ...], Edits]:
+        return (), Edits()
+
+    def repartition(self, root: Root, gpu: Gpu, layout: dict[str, object]) -> str:
+        raise NotImplementedError
+
     def backend(self, root: Root) -> object:
         raise NotImplementedError
 

@@ -130,3 +130,25 @@ int amdsmi_get_clock_info(void *h, uint32_t type, clk_info_t *info) {
     info->clk_locked = hi[i] != 0;
     return 0;
 }
+
+/* Partition modes (gpuhook partition apply): the stub is the driver here, and a driver re-lays its devices when the
+   mode changes; STUB_REACT (the simulator's own rebuild of this host, given at build time) does that for it. */
+static const char *COMPUTE_NAMES[] = {"", "SPX", "DPX", "TPX", "QPX", "CPX"};
+static int react(const char *what, int index, const char *mode) {
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "%s %s %d %s", STUB_REACT, what, index, mode);
+    log_call(what, index, 0, 0);
+    return system(cmd) == 0 ? 0 : 1;
+}
+int amdsmi_set_gpu_compute_partition(void *h, uint32_t mode) {
+    int i = index_of(h);
+    if (mode < 1 || mode > 5 || mode == 3 || must_fail(i, "compute_partition")) return 2; /* AMDSMI_STATUS_NOT_SUPPORTED */
+    return react("compute-partition", i, COMPUTE_NAMES[mode]);
+}
+int amdsmi_set_gpu_memory_partition(void *h, uint32_t mode) {
+    int i = index_of(h);
+    char name[8];
+    if ((mode != 1 && mode != 2 && mode != 4 && mode != 8) || must_fail(i, "memory_partition")) return 2;
+    snprintf(name, sizeof name, "NPS%u", mode);
+    return react("memory-partition", i, name);
+}

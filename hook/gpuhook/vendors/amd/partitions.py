@@ -11,6 +11,7 @@ address has `current_compute_partition` is that device's partition. Reads sysfs.
 from __future__ import annotations
 
 import os
+import time
 
 from gpuhook.frozen import replace
 
@@ -88,3 +89,77 @@ def labels(root: Root, inv: VendorInventory) -> dict[str, str]:
         if compute and memory:
             out["amd.com/gpu.compute-memory-partition"] = f"{compute}_{memory}".lower()
     return out
+
+
+def repartition(root: Root, pci: str, layout: dict[str, object], wait: float = 60.0) -> str:
+    """Put the GPU at `pci` in `layout`'s modes (`compute`: SPX..CPX, `memory`: NPS1..NPS8, each optional): through
+    amd-smi where the host's libamd_smi loads, else amdgpu's sysfs files (memory first: a compute mode may need
+    it), then wait until the driver reports them. What changed ('' when it was so already); GpuhookError naming
+    what the GPU offers. Writes the driver's files or calls its library."""
+    from gpuhook.errors import GpuhookError
+
+    unknown = sorted(set(layout) - {"compute", "memory"})
+    if unknown:
+        raise GpuhookError(f"AMD GPU {pci}: unknown key {unknown[0]!r}: an AMD layout has compute and memory")
+    want = {k: str(v).strip().upper() for k, v in layout.items()}
+    now = dict(zip(("compute", "memory"), modes(root, pci), strict=True))
+    changes = []
+    for key, name, offered_file in (("memory", MEMORY, "available_memory_partition"),
+                                    ("compute", COMPUTE, "available_compute_partition")):
+        if key not in want or want[key] == now[key]:
+            continue
+        if not now[key]:
+            raise GpuhookError(f"AMD GPU {pci} has no {name}: it cannot be partitioned ({key} {want[key]} refused)")
+        offered = _offered(root, pci, offered_file)
+        if offered and want[key] not in offered:
+            raise GpuhookError(f"AMD GPU {pci} offers {key} partitions {', '.join(offered)}: {want[key]} refused")
+        changes.append((key, name, want[key]))
+    if not changes:
+        return ""
+    _write_modes(root, pci, changes)
+    deadline = time.monotonic() + wait
+    while dict(zip(("compute", "memory"), modes(root, pci), strict=True)) != {**now, **{k: m for k, _, m in changes}}:
+        if time.monotonic() > deadline:
+            raise GpuhookError(f"AMD GPU {pci} does not report {', '.join(f'{k} {m}' for k, _, m in changes)} "
+                               f"{wait:g} s after it was set: see the kernel log (dmesg)")
+        time.sleep(0.1)
+    return ", ".join(f"{k} {now[k]} -> {m}" for k, _, m in changes)
+
+
+def _offered(root: Root, pci: str, name: str) -> list[str]:
+    try:
+        text = root.read_text(f"/sys/bus/pci/devices/{pci}/{name}")
+    except OSError:
+        return []
+    return [m.strip().upper() for m in text.replace(",", " ").split() if m.strip()]
+
+
+def _write_modes(root: Root, pci: str, changes: list[tuple[str, str, str]]) -> None:
+    """Through amd-smi (its library re-lays the devices), else the sysfs files amdgpu reads."""
+    from gpuhook.errors import GpuhookError, TuningError
+    from gpuhook.host import amd_smi_lib
+
+    library = os.path.join(root.resolve("/opt/rocm"), "lib/libamd_smi.so")
+    if os.path.exists(library):
+        try:
+            with amd_smi_lib.session(library) as smi:
+                handle = smi.processors().get(pci)
+                if handle is not None:
+                    for key, _, mode in changes:
+                        (smi.set_memory_partition if key == "memory" else smi.set_compute_partition)(handle, mode)
+                    return
+        except amd_smi_lib.AmdSmiError as e:
+            raise GpuhookError(f"amd-smi cannot set {', '.join(f'{k} {m}' for k, _, m in changes)} on GPU {pci}: "
+                               f"{e}") from e
+        except TuningError:
+            pass  # a library that does not start: the kernel's files still work
+    device = root.lexical(f"/sys/bus/pci/devices/{pci}")
+    for _, name, mode in changes:
+        try:
+            fd = os.open(f"{os.path.realpath(device)}/{name}", os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                os.write(fd, (mode + "\n").encode())
+            finally:
+                os.close(fd)
+        except OSError as e:
+            raise GpuhookError(f"cannot write {mode} to {name} of GPU {pci}: {e.strerror}") from e

@@ -18,6 +18,21 @@ PRODUCT_NAME = "AMD Instinct MI300X OAM"  # amdgpu's product_name, from the boar
 # What the stub amd_smi and the sysfs files report for a GPU nobody set (stubs/amd_smi.c): an idle MI300X
 IDLE = sim_telemetry.Telemetry(0, 296747008, MI300X_VRAM, 140000, 40, 2100)
 PARTITIONS = {"SPX": 1, "DPX": 2, "QPX": 4, "CPX": 8}  # an MI300X's compute partition modes (8 XCDs)
+MEMORY_PARTITIONS = ("NPS1", "NPS4")  # and its memory partition modes
+
+
+def per_gpu(modes: str, count: int) -> list[str]:
+    """One mode for every GPU ("CPX"), or each GPU's in order ("SPX,CPX"; the last one for the rest)."""
+    each = [m.strip().upper() for m in modes.split(",")] or ["SPX"]
+    return [each[min(i, len(each) - 1)] for i in range(count)]
+
+
+def react_command(root: str) -> str:
+    """The command the stub amd_smi runs to play the driver re-laying a GPU in a new partition mode: this
+    simulator rebuilding the host with the GPU's new mode (testing/react.py)."""
+    import sys
+
+    return f"{sys.executable} -m gpuhook.testing.react {root}"
 
 
 def build(root: str, spec: HostSpec, count: int) -> None:
@@ -31,15 +46,18 @@ def build(root: str, spec: HostSpec, count: int) -> None:
     if spec.bmc_card:
         drm_minor(root, "0000:02:00.0", "card0")
         node(root, "/dev/dri/card0", DRI_MAJOR, 0, 0o660, VIDEO_GID)
-    if spec.amd_partitions not in PARTITIONS:
-        raise SimulatorError(f"--partitions {spec.amd_partitions!r}: expected one of {', '.join(PARTITIONS)}")
-    per = PARTITIONS[spec.amd_partitions]
+    computes, memories = per_gpu(spec.amd_partitions, count), per_gpu(spec.amd_memory_partition, count)
+    if any(m not in PARTITIONS for m in computes):
+        raise SimulatorError(f"--partitions {spec.amd_partitions!r}: expected one of {', '.join(PARTITIONS)} (or one "
+                             "a GPU, comma-separated)")
+    done, xcp = 0, 0  # KFD nodes (and render minors) and amdgpu_xcp platform devices of the GPUs before
     for i in range(count):
+        per = PARTITIONS[computes[i]]
         bus = 0x80 + i
         card = first_card + i
         pci = f"0000:{bus:02x}:00.0"
         for p in range(per):  # partition p: KFD node, render node (partition 0's on the PCI device)
-            k = i * per + p
+            k = done + p
             render_minor = 128 + k
             write(root, f"{topo}/{k + 1}/properties",
                   f"cpu_cores_count 0\nsimd_count {1216 // per}\nsimd_per_cu 4\nmem_banks_count 1\n"
@@ -50,15 +68,17 @@ def build(root: str, spec: HostSpec, count: int) -> None:
                   f"heap_type 1\nsize_in_bytes {MI300X_VRAM // per}\nflags 0\nwidth 8192\nmem_clk_max 1300\n")
             write(root, f"{topo}/{k + 1}/gpu_id", f"{1000 + k}\n")
             write(root, f"{topo}/{k + 1}/name", "gfx942\n")
-            drm_minor(root, pci if p == 0 else f"amdgpu_xcp_{i * (per - 1) + p - 1}", f"renderD{render_minor}")
+            drm_minor(root, pci if p == 0 else f"amdgpu_xcp_{xcp + p - 1}", f"renderD{render_minor}")
             node(root, f"/dev/dri/renderD{render_minor}", DRI_MAJOR, render_minor, 0o660, RENDER_GID)
+        done, xcp = done + per, xcp + per - 1
         drm_minor(root, pci, f"card{card}")
         node(root, f"/dev/dri/card{card}", DRI_MAJOR, card, 0o660, VIDEO_GID)
         device = pci_device(root, pci, i, count, spec, "0x1002")
         amdgpu_sysfs(root, device, spec.fans)
-        write(root, f"{device}/current_compute_partition", spec.amd_partitions + "\n")
+        write(root, f"{device}/current_compute_partition", computes[i] + "\n")
         write(root, f"{device}/available_compute_partition", ", ".join(PARTITIONS) + "\n")
-        write(root, f"{device}/current_memory_partition", spec.amd_memory_partition + "\n")
+        write(root, f"{device}/current_memory_partition", memories[i] + "\n")
+        write(root, f"{device}/available_memory_partition", ", ".join(MEMORY_PARTITIONS) + "\n")
     node(root, "/dev/kfd", KFD_MAJOR, 0, 0o660, RENDER_GID)
     write(root, "/sys/module/amdgpu/initstate", "live\n")  # in-tree or DKMS, the module is there
     if spec.amd_driver:
@@ -111,7 +131,8 @@ def set_telemetry(root: str, index: int, **values: int) -> sim_telemetry.Telemet
 
 def _amdsmi(root: str, spec: HostSpec, count: int) -> None:
     """A stub libamd_smi.so with every symbol the amdsmi package binds, where amdsmi looks: /opt/rocm/lib."""
-    implemented = {"amdsmi_init", "amdsmi_shut_down", "amdsmi_get_socket_handles", "amdsmi_get_processor_handles",
+    implemented = {"amdsmi_set_gpu_compute_partition", "amdsmi_set_gpu_memory_partition", "amdsmi_init",
+                   "amdsmi_shut_down", "amdsmi_get_socket_handles", "amdsmi_get_processor_handles",
                    "amdsmi_get_gpu_device_bdf", "amdsmi_get_gpu_perf_level", "amdsmi_set_gpu_perf_level",
                    "amdsmi_get_power_cap_info", "amdsmi_set_power_cap", "amdsmi_set_gpu_clk_range",
                    "amdsmi_get_gpu_activity", "amdsmi_get_gpu_memory_total", "amdsmi_get_gpu_memory_usage",
@@ -119,7 +140,8 @@ def _amdsmi(root: str, spec: HostSpec, count: int) -> None:
     rest = "".join(f"int {name}(void) {{ return 2; }}\n" for name in stubs.amdsmi_symbols() if name not in implemented)
     os.makedirs(root + SIM_STATE, exist_ok=True)
     lib = stubs.build("amd_smi.c", "libamd_smi.so", soname="libamd_smi.so",
-                      defines={"STUB_STATE": f'"{root}{SIM_STATE}/amdsmi"', "STUB_AMD_GPUS": str(count)},
+                      defines={"STUB_STATE": f'"{root}{SIM_STATE}/amdsmi"', "STUB_AMD_GPUS": str(count),
+                               "STUB_REACT": f'"{react_command(root)}"'},
                       extra_code=rest)
     lib_dir = os.path.realpath(root + "/opt/rocm") + "/lib" if os.path.islink(root + "/opt/rocm") else \
         root + "/opt/rocm/lib"

@@ -121,6 +121,13 @@ def sharing(tuning: Tuning, gpus: Sequence[Gpu], directory: str) -> tuple[tuple[
     return (), Edits()
 
 
+def repartition(root: Root, gpu: Gpu, layout: dict[str, object]) -> str:
+    """Compute (SPX, DPX, QPX, CPX) and memory (NPS1, NPS4) partition modes (partitions.py)."""
+    from gpuhook.vendors.amd import partitions as amd_partitions
+
+    return amd_partitions.repartition(root, gpu.pci, layout)
+
+
 def backend(root: Root) -> Backend:
     """amd-smi on the host's /opt/rocm/lib/libamd_smi.so where it loads, else amdgpu's sysfs files."""
     from gpuhook.errors import TuningError

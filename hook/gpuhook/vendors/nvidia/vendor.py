@@ -173,6 +173,14 @@ def sharing(tuning: Tuning, gpus: Sequence[Gpu], directory: str) -> tuple[tuple[
             Edits(mounts=(mount,), env=tuple(env)))
 
 
+def repartition(root: Root, gpu: Gpu, layout: dict[str, object]) -> str:
+    """Not yet: MIG layouts are made with NVML's GPU and compute instances (nvidia-smi mig, NVIDIA's mig-parted)."""
+    from gpuhook.errors import GpuhookError
+
+    raise GpuhookError(f"NVIDIA GPU {gpu.index}: gpuhook does not apply MIG layouts yet: make them with nvidia-smi mig "
+                       "or NVIDIA's mig-parted; gpuhook's device plugin, DRA driver and labels follow the new layout")
+
+
 def backend(root: Root) -> Backend:
     """NVML, bound to the host root's own libnvidia-ml; the host's nvidia-cuda-mps-control for MPS."""
     from gpuhook.errors import GpuhookError, TuningError

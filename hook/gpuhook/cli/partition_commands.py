@@ -1,0 +1,155 @@
+"""`gpuhook partition apply FILE`: GPU partition layouts from a file, as NVIDIA's MIG manager and AMD's GPU operator
+apply theirs. The file (TOML, or JSON by its name) has one table array per vendor:
+
+    [[amd]]
+    gpus = "all"          # or a list: physical GPU numbers (0, 1, in PCI order), PCI addresses, unique ids
+    compute = "CPX"       # SPX, DPX, QPX, CPX
+    memory = "NPS4"       # NPS1, NPS4
+
+A GPU any container (or process) uses is refused, named with its users, before anything changes; a GPU already so
+is left alone. After the change the CDI specs and the node feature file gpuhook wrote are written anew; the device
+plugin and the DRA driver see the new devices on their next look (seconds). Writes the driver's files."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tomllib
+
+from gpuhook.errors import GpuhookError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from gpuhook.config import Config
+    from gpuhook.host.inventory import Gpu, Inventory, VendorInventory
+
+MAX_FILE = 1 << 20
+SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
+
+
+def apply(args: argparse.Namespace) -> int:
+    """Apply the file's layouts (or with --dry-run say what would change). 0 when every GPU has its layout."""
+    from gpuhook.config import load
+    from gpuhook.host.root import Root
+    from gpuhook.vendors.discover import discover
+    from gpuhook.vendors.registry import get, names
+
+    config = load()
+    wanted = _read(args.file)
+    unknown = sorted(set(wanted) - set(names()))
+    if unknown:
+        raise GpuhookError(f"{args.file}: no vendor {unknown[0]!r}: the tables are {', '.join(names())}")
+    root = Root(config.host_root)
+    inventory = discover(root)
+    plan: list[tuple[str, Gpu, dict[str, object]]] = []
+    for vendor, entries in wanted.items():
+        inv = inventory.vendor(vendor)
+        if inv is None:
+            raise GpuhookError(f"{args.file}: [[{vendor}]] but this host has no {get(vendor).LABEL} driver")
+        for n, entry in enumerate(entries):
+            if not isinstance(entry, dict) or "gpus" not in entry:
+                raise GpuhookError(f"{args.file}: [[{vendor}]] entry {n + 1} needs gpus (\"all\" or a list)")
+            layout = {k: v for k, v in entry.items() if k != "gpus"}
+            plan += [(vendor, gpu, layout) for gpu in _chosen(inv, entry["gpus"], f"{args.file}: [[{vendor}]]")]
+    for vendor, gpu, _ in plan:
+        _refuse_if_used(config, inventory, vendor, gpu)
+    if args.dry_run:
+        for vendor, gpu, layout in plan:
+            print(f"would put {get(vendor).LABEL} GPU {gpu.pci} in {_shown(layout)}")
+        return 0
+    changed = []
+    for vendor, gpu, layout in plan:
+        what = get(vendor).repartition(root, gpu, layout)
+        print(f"{get(vendor).LABEL} GPU {gpu.pci}: " + (what or f"already {_shown(layout)}"))
+        if what:
+            changed.append(vendor)
+    if changed:
+        _refresh(config, sorted(set(changed)), args.labels)
+    return 0
+
+
+def physical(inv: VendorInventory) -> list[Gpu]:
+    """The vendor's physical GPUs in discovery order: whole GPUs, and each partitioned GPU once (its first slice
+    stands for it: its PCI address is the GPU's)."""
+    seen: dict[str, Gpu] = {}
+    for g in (*inv.gpus, *inv.slices):
+        seen.setdefault(g.parent or g.key(), g)
+    return list(seen.values())
+
+
+def _chosen(inv: VendorInventory, gpus: object, where: str) -> list[Gpu]:
+    every = physical(inv)
+    if gpus == "all":
+        return every
+    if not isinstance(gpus, list) or not gpus:
+        raise GpuhookError(f"{where}: gpus = {gpus!r}: expected \"all\" or a list of GPUs")
+    out = []
+    for item in gpus:
+        text = str(item).lower()
+        found = [g for i, g in enumerate(every) if text in (str(i), g.pci, (g.parent or g.uuid).lower())]
+        if not found:
+            have = ", ".join(f"{i} ({g.pci})" for i, g in enumerate(every)) or "none"
+            raise GpuhookError(f"{where}: no GPU {item!r}; this host has {have}")
+        out.append(found[0])
+    return list(dict.fromkeys(out))
+
+
+def _refuse_if_used(config: Config, inventory: Inventory, vendor: str, gpu: Gpu) -> None:
+    """GpuhookError naming the containers (and processes) that use `gpu` or any of its slices."""
+    from gpuhook.apply import containers
+    from gpuhook.host.holders import holders
+
+    inv = inventory.vendor(vendor)
+    family = [g for g in (*(inv.gpus if inv else ()), *(inv.slices if inv else ()))
+              if (g.parent or g.key()) == (gpu.parent or gpu.key())]
+    keys = {g.key() for g in family} | {gpu.parent} - {""}
+    records = containers.live_records(config.state_dir, prune=False) if os.path.isdir(config.state_dir) else []
+    users = [r.id for r in records if keys & set(r.gpus)]
+    numbers = frozenset((n.major, n.minor) for g in family for n in g.nodes)
+    procs = [f"{h.command} ({h.pid})" for h in holders(numbers)]
+    if users or procs:
+        who = ", ".join([*(f"container {u}" for u in users), *procs][:4])
+        raise GpuhookError(f"GPU {gpu.pci} is in use by {who}: stop them before its partitions change "
+                           "(`gpuhook upgrade plan` lists what holds the GPUs); nothing was changed")
+
+
+def _refresh(config: Config, vendors: list[str], labels_path: str | None) -> None:
+    """gpuhook's CDI specs of `vendors` and the NFD feature file, where they exist, written anew."""
+    from gpuhook.cli import cdi_commands, host_commands
+    from gpuhook.vendors.labels import DEFAULT_PATH
+
+    for vendor in vendors:
+        for d in SPEC_DIRS:
+            for fmt in ("json", "yaml"):
+                path = f"{d}/gpuhook-{vendor}.{fmt}"
+                if os.path.exists(path):
+                    cdi_commands.generate(argparse.Namespace(
+                        vendor=vendor, output=path, output_dir=None, format=fmt, capabilities="compute,utility",
+                        cdi_version=None, if_changed=True, engine=None))
+    path = labels_path or DEFAULT_PATH
+    if os.path.exists(path):
+        host_commands.labels(argparse.Namespace(output=path))
+
+
+def _read(path: str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_FILE + 1)
+    except OSError as e:
+        raise GpuhookError(f"cannot read {path}: {e.strerror}") from e
+    if len(raw) > MAX_FILE:
+        raise GpuhookError(f"{path} is larger than {MAX_FILE} bytes: not a partition layout")
+    try:
+        doc = json.loads(raw) if path.endswith(".json") else tomllib.loads(raw.decode())
+    except (ValueError, UnicodeDecodeError) as e:
+        raise GpuhookError(f"{path} cannot be read as {'JSON' if path.endswith('.json') else 'TOML'}: {e}") from e
+    if not isinstance(doc, dict) or not all(isinstance(v, list) for v in doc.values()):
+        raise GpuhookError(f"{path}: expected one table array per vendor ([[amd]], [[nvidia]])")
+    return doc
+
+
+def _shown(layout: dict[str, object]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in layout.items()) or "its layout"

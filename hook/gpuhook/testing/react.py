@@ -1,0 +1,31 @@
+"""The simulated GPU drivers' reactions that need the simulator itself: a stub driver library (stubs/amd_smi.c) asked to
+change a GPU's partition mode runs `python -m gpuhook.testing.react <root> compute-partition <index> <mode>`, and the
+host is rebuilt with that GPU in its new mode, as amdgpu re-lays its KFD nodes and render nodes (the GPU's tuning
+state resets with it, as a driver's does). Only simulated hosts have such a stub."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+
+from gpuhook.testing.simulate import build_host, spec_of
+from gpuhook.vendors.amd.sim import per_gpu
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+
+def main(argv: list[str]) -> int:
+    root, what, index, mode = argv[0], argv[1], int(argv[2]), argv[3]
+    spec = spec_of(root)
+    field = {"compute-partition": "amd_partitions", "memory-partition": "amd_memory_partition"}[what]
+    modes = per_gpu(getattr(spec, field), spec.amd)
+    modes[index] = mode
+    changed: dict[str, Any] = {field: ",".join(modes)}
+    build_host(root, dataclasses.replace(spec, **changed), replace=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
