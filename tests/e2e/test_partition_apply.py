@@ -74,10 +74,9 @@ def test_a_gpu_a_container_uses_is_refused_and_left_alone(tmp_path: Path, base_r
      "AMD GPU 0000:80:00.0 offers compute partitions SPX, DPX, QPX, CPX: TPX refused"),
     (HostSpec(amd=1), '[[amd]]\ngpus = [3]\ncompute = "CPX"\n', "no GPU 3; this host has 0 (0000:80:00.0)"),
     (HostSpec(amd=1), '[[amd]]\ngpus = [0]\ncompute = "CPX"\nxcc = 2\n', "unknown key 'xcc'"),
-    (HostSpec(nvidia=1), '[[nvidia]]\ngpus = "all"\nmig = ["1g.10gb"]\n', "gpuhook does not apply MIG layouts yet"),
     (HostSpec(amd=1), '[[intel]]\ngpus = "all"\n', "no vendor 'intel'"),
     (HostSpec(amd=1), '[[amd]\n', "cannot be read as TOML"),
-], ids=["mode not offered", "no such gpu", "unknown key", "nvidia", "unknown vendor", "not toml"])
+], ids=["mode not offered", "no such gpu", "unknown key", "unknown vendor", "not toml"])
 def test_refusals_are_one_line_and_change_nothing(tmp_path: Path, base_rootfs: str, spec: HostSpec, text: str,
                                                   said: str) -> None:
     t = Tuned(tmp_path, base_rootfs, spec)
@@ -94,3 +93,51 @@ def test_without_amd_smi_the_kernels_files_are_written(tmp_path: Path, base_root
     done = t.gpuhook("partition", "apply", str(_layout(t, '[[amd]]\ngpus = "all"\ncompute = "QPX"\nmemory = "NPS4"\n')))
     assert done.returncode == 0, done.stderr
     assert _mode(t, 0) == "QPX" and _mode(t, 0, "current_memory_partition") == "NPS4"
+
+
+def _migs(t: Tuned) -> list[str]:
+    text = t.gpuhook("list").stdout
+    return [" ".join(line.split()[1:2] + line.split()[5:6]) for line in text.splitlines() if ":" in line.split()[1]]
+
+
+def test_a_mig_layout_is_made_changed_and_undone_through_nvml(tmp_path: Path, base_rootfs: str) -> None:
+    """MIG on and four instances on GPU 1, as NVIDIA's MIG manager would make them; a container gets one of them
+    (its caps nodes made by the apply, as nvidia-modprobe would); another layout replaces them; [] turns MIG off."""
+    t = Tuned(tmp_path, base_rootfs, HostSpec(nvidia=2, mig_capable=True))
+    layout = _layout(t, '[[nvidia]]\ngpus = [1]\nmig = ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]\n')
+    done = t.gpuhook("partition", "apply", str(layout))
+    assert done.returncode == 0, done.stderr
+    assert "MIG off -> 3g.40gb, 2g.20gb, 1g.10gb, 1g.10gb" in done.stdout
+    assert _migs(t) == ["1:0 3g.40gb", "1:1 2g.20gb", "1:2 1g.10gb", "1:3 1g.10gb"]
+    cid, r = t.start({"gpuhook.dev/gpus": "1:2"})
+    assert r.returncode == 0, r.stderr
+    try:
+        refused = t.gpuhook("partition", "apply", str(_layout(t, '[[nvidia]]\ngpus = [1]\nmig = ["7g.80gb"]\n')))
+        (line,) = refused.stderr.strip().splitlines()
+        assert refused.returncode != 0 and f"in use by container {cid}" in line, line
+        assert _migs(t)[2] == "1:2 1g.10gb"
+    finally:
+        t.stop(cid)
+    again = t.gpuhook("partition", "apply", str(t.tmp / "layout.toml"))
+    assert again.returncode == 0 and "-> 7g.80gb" in again.stdout, again.stdout + again.stderr
+    assert _migs(t) == ["1:0 7g.80gb"]
+    off = t.gpuhook("partition", "apply", str(_layout(t, '[[nvidia]]\ngpus = "all"\nmig = []\n')))
+    assert off.returncode == 0 and "7g.80gb -> MIG off" in off.stdout, off.stdout + off.stderr
+    assert _migs(t) == []
+    calls = t.log("nvml")
+    assert calls.count("create-gi") == calls.count("create-ci") == 5 and calls.count("destroy-gi") == 5
+
+
+@pytest.mark.parametrize(("spec", "text", "said"), [
+    (HostSpec(nvidia=1, mig_capable=True), '[[nvidia]]\ngpus = [0]\nmig = ["5g.50gb"]\n',
+     "has MIG profiles 1g.10gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb, 1g.20gb: 5g.50gb refused"),
+    (HostSpec(nvidia=1), '[[nvidia]]\ngpus = [0]\nmig = ["1g.10gb"]\n', "is not MIG capable"),
+    (HostSpec(nvidia=1, mig_capable=True), '[[nvidia]]\ngpus = [0]\nmig = "1g.10gb"\n',
+     "a layout is mig = [profile names]"),
+], ids=["profile", "not capable", "not a list"])
+def test_mig_refusals(tmp_path: Path, base_rootfs: str, spec: HostSpec, text: str, said: str) -> None:
+    t = Tuned(tmp_path, base_rootfs, spec)
+    done = t.gpuhook("partition", "apply", str(_layout(t, text)))
+    (line,) = done.stderr.strip().splitlines()
+    assert done.returncode != 0 and said in line, line
+    assert "create-gi" not in t.log("nvml")

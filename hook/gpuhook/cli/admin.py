@@ -167,10 +167,11 @@ def _parser() -> argparse.ArgumentParser:
                      help="the kubelet's plugin registry (default: /var/lib/kubelet/plugins_registry)")
     dra.add_argument("--cdi-dir", default="/var/run/cdi", help="where prepared claims' CDI specs go")
     dra.set_defaults(func=_dra_driver)
-    part = sub.add_parser("partition", help="GPU partition layouts (AMD compute and memory partitions) from a file")
+    part = sub.add_parser("partition", help="GPU partition layouts (NVIDIA MIG, AMD compute and memory partitions) "
+                          "from a file")
     part_sub = part.add_subparsers(dest="action", required=True, metavar="ACTION")
     ap = part_sub.add_parser("apply", help="put the GPUs in the file's layouts (refused while containers use them)")
-    ap.add_argument("file", help="the layouts: TOML ([[amd]] gpus, compute, memory), or JSON")
+    ap.add_argument("file", help="the layouts: TOML ([[nvidia]] gpus, mig; [[amd]] gpus, compute, memory), or JSON")
     ap.add_argument("--dry-run", action="store_true", help="say what would change, change nothing")
     ap.add_argument("--labels", metavar="PATH", help="the node feature file to write anew (default: NFD's, where it "
                     "exists)")

@@ -2,9 +2,13 @@
 apply theirs. The file (TOML, or JSON by its name) has one table array per vendor:
 
     [[amd]]
-    gpus = "all"          # or a list: physical GPU numbers (0, 1, in PCI order), PCI addresses, unique ids
+    gpus = "all"          # or a list: physical GPU numbers (0, 1, in discovery order), PCI addresses, UUIDs
     compute = "CPX"       # SPX, DPX, QPX, CPX
     memory = "NPS4"       # NPS1, NPS4
+
+    [[nvidia]]
+    gpus = [0]
+    mig = ["3g.40gb", "2g.20gb", "1g.10gb"]   # [] turns MIG off
 
 A GPU any container (or process) uses is refused, named with its users, before anything changes; a GPU already so
 is left alone. After the change the CDI specs and the node feature file gpuhook wrote are written anew; the device
@@ -152,4 +156,7 @@ def _read(path: str) -> dict[str, Any]:
 
 
 def _shown(layout: dict[str, object]) -> str:
-    return ", ".join(f"{k} {v}" for k, v in layout.items()) or "its layout"
+    def value(v: object) -> str:
+        return (", ".join(map(str, v)) or "none") if isinstance(v, list) else str(v)
+
+    return ", ".join(f"{k} {value(v)}" for k, v in layout.items()) or "its layout"

@@ -22,6 +22,28 @@ _SUCCESS, _INSUFFICIENT_SIZE = 0, 7
 _uint = ctypes.c_uint
 
 
+class GpuInstanceProfile(ctypes.Structure):
+    """nvmlGpuInstanceProfileInfo_t."""
+
+    _fields_ = [("id", _uint), ("isP2pSupported", _uint), ("sliceCount", _uint), ("instanceCount", _uint),
+                ("multiprocessorCount", _uint), ("copyEngineCount", _uint), ("decoderCount", _uint),
+                ("encoderCount", _uint), ("jpegCount", _uint), ("ofaCount", _uint),
+                ("memorySizeMB", ctypes.c_ulonglong)]
+
+
+class ComputeInstanceProfile(ctypes.Structure):
+    """nvmlComputeInstanceProfileInfo_t."""
+
+    _fields_ = [("id", _uint), ("sliceCount", _uint), ("instanceCount", _uint), ("multiprocessorCount", _uint),
+                ("sharedCopyEngineCount", _uint), ("sharedDecoderCount", _uint), ("sharedEncoderCount", _uint),
+                ("sharedJpegCount", _uint), ("sharedOfaCount", _uint)]
+
+
+GI_PROFILES = 0x12  # NVML_GPU_INSTANCE_PROFILE_COUNT: the profile enumeration's values are below it
+CI_PROFILES = 0x9  # NVML_COMPUTE_INSTANCE_PROFILE_COUNT
+NOT_SUPPORTED, IN_USE = 3, 19
+
+
 class NvmlError(Exception):
     """An NVML call's failure: its return code and NVML's words for it."""
 
@@ -103,6 +125,53 @@ class Nvml:
 
     def auto_fan(self, device: ctypes.c_void_p, fan: int) -> None:
         self._call("nvmlDeviceSetDefaultFanSpeed_v2", device, _uint(fan))
+
+    def mig_mode(self, device: ctypes.c_void_p) -> tuple[int, int]:
+        current, pending = _uint(), _uint()
+        self._call("nvmlDeviceGetMigMode", device, ctypes.byref(current), ctypes.byref(pending))
+        return current.value, pending.value
+
+    def set_mig_mode(self, device: ctypes.c_void_p, mode: int) -> None:
+        status = ctypes.c_int()
+        self._call("nvmlDeviceSetMigMode", device, _uint(mode), ctypes.byref(status))
+
+    def gi_profile(self, device: ctypes.c_void_p, profile: int) -> GpuInstanceProfile:
+        info = GpuInstanceProfile()
+        self._call("nvmlDeviceGetGpuInstanceProfileInfo", device, _uint(profile), ctypes.byref(info))
+        return info
+
+    def gpu_instances(self, device: ctypes.c_void_p, profile_id: int) -> list[ctypes.c_void_p]:
+        handles = (ctypes.c_void_p * 64)()
+        count = _uint(64)
+        self._call("nvmlDeviceGetGpuInstances", device, _uint(profile_id), handles, ctypes.byref(count))
+        return [ctypes.c_void_p(handles[i]) for i in range(count.value)]
+
+    def create_gpu_instance(self, device: ctypes.c_void_p, profile_id: int) -> ctypes.c_void_p:
+        gi = ctypes.c_void_p()
+        self._call("nvmlDeviceCreateGpuInstance", device, _uint(profile_id), ctypes.byref(gi))
+        return gi
+
+    def ci_profile(self, gi: ctypes.c_void_p, profile: int) -> ComputeInstanceProfile:
+        info = ComputeInstanceProfile()
+        self._call("nvmlGpuInstanceGetComputeInstanceProfileInfo", gi, _uint(profile), _uint(0), ctypes.byref(info))
+        return info
+
+    def compute_instances(self, gi: ctypes.c_void_p, profile_id: int) -> list[ctypes.c_void_p]:
+        handles = (ctypes.c_void_p * 64)()
+        count = _uint(64)
+        self._call("nvmlGpuInstanceGetComputeInstances", gi, _uint(profile_id), handles, ctypes.byref(count))
+        return [ctypes.c_void_p(handles[i]) for i in range(count.value)]
+
+    def create_compute_instance(self, gi: ctypes.c_void_p, profile_id: int) -> ctypes.c_void_p:
+        ci = ctypes.c_void_p()
+        self._call("nvmlGpuInstanceCreateComputeInstance", gi, _uint(profile_id), ctypes.byref(ci))
+        return ci
+
+    def destroy_compute_instance(self, ci: ctypes.c_void_p) -> None:
+        self._call("nvmlComputeInstanceDestroy", ci)
+
+    def destroy_gpu_instance(self, gi: ctypes.c_void_p) -> None:
+        self._call("nvmlGpuInstanceDestroy", gi)
 
     def max_clock(self, device: ctypes.c_void_p, kind: int) -> int:
         return self._uint_out("nvmlDeviceGetMaxClockInfo", device, ctypes.c_int(kind))

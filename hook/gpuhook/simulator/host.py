@@ -30,6 +30,7 @@ class HostSpec:
     others: tuple[tuple[str, int], ...] = ()  # GPUs of vendors registered from outside: (name, count)
     numa_nodes: int = 1  # each vendor's GPUs spread evenly over this many NUMA nodes (sysfs numa_node)
     mig: tuple[str, ...] = ()  # NVIDIA MIG profiles (1g.10gb, 3g.40gb, ...) made on each MIG GPU, in order
+    mig_capable: bool = False  # NVIDIA GPUs MIG capable (MIG mode off) though `mig` makes none
     mig_gpus: int | None = None  # how many NVIDIA GPUs (the first ones) are in MIG mode; None: all, when `mig`
     amd_partitions: str = "SPX"  # every AMD GPU's compute partition mode: SPX (whole), DPX, QPX, CPX (8 partitions)
     amd_memory_partition: str = "NPS1"  # and its memory partition mode (NPS1, NPS4)
@@ -72,3 +73,11 @@ def node(root: str, path: str, major: int, minor: int, mode: int, gid: int) -> N
     os.mknod(full, stat.S_IFCHR | mode, os.makedev(major, minor))
     os.chown(full, 0, gid)
     os.chmod(full, mode)
+
+
+def react_command(root: str) -> str:
+    """The command a stub driver library runs to play the driver's reaction to a change (a partition mode, MIG
+    instances): the simulator, rebuilding what the change moves (testing/react.py)."""
+    import sys
+
+    return f"{sys.executable} -m gpuhook.testing.react {root}"

@@ -1,7 +1,8 @@
 """The simulated GPU drivers' reactions that need the simulator itself: a stub driver library (stubs/amd_smi.c) asked to
 change a GPU's partition mode runs `python -m gpuhook.testing.react <root> compute-partition <index> <mode>`, and the
 host is rebuilt with that GPU in its new mode, as amdgpu re-lays its KFD nodes and render nodes (the GPU's tuning
-state resets with it, as a driver's does). Only simulated hosts have such a stub."""
+state resets with it, as a driver's does); the stub NVML, having created or destroyed MIG instances, runs
+`... <root> mig-sync 0 -` for the driver's procfs capabilities of them. Only simulated hosts have such stubs."""
 
 from __future__ import annotations
 
@@ -18,6 +19,11 @@ if TYPE_CHECKING:
 
 def main(argv: list[str]) -> int:
     root, what, index, mode = argv[0], argv[1], int(argv[2]), argv[3]
+    if what == "mig-sync":  # the stub NVML changed its MIG instances: the driver's procfs follows
+        from gpuhook.vendors.nvidia import sim_mig
+
+        sim_mig.sync(root)
+        return 0
     spec = spec_of(root)
     field = {"compute-partition": "amd_partitions", "memory-partition": "amd_memory_partition"}[what]
     modes = per_gpu(getattr(spec, field), spec.amd)

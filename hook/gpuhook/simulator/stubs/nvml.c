@@ -110,12 +110,20 @@ int nvmlDeviceGetUUID(device_t *d, char *uuid, unsigned int length) {
     else snprintf(uuid, length, "GPU-%08x-5a1e-4000-8000-%012x", d->index, 0xD00D0000u + (unsigned)d->index);
     return 0;
 }
+/* MIG mode as set (STUB_STATE.migmode: "<gpu> <mode>" lines), else on where the table has the GPU's devices. */
+static int mig_mode(int gpu) {
+    int mode = 0, g, m;
+    for (int i = 0; i < mig_count; i++) if (migs[i].gpu == gpu) mode = 1;
+    FILE *f = fopen(STUB_STATE ".migmode", "r");
+    if (!f) return mode;
+    while (fscanf(f, "%d %d", &g, &m) == 2) if (g == gpu) mode = m;
+    fclose(f);
+    return mode;
+}
 int nvmlDeviceGetMigMode(device_t *d, unsigned *current, unsigned *pending) {
     load_migs();
     if (!mig_capable) return 3; /* NVML_ERROR_NOT_SUPPORTED */
-    int on = 0;
-    for (int i = 0; i < mig_count; i++) if (migs[i].gpu == d->index) on = 1;
-    *current = *pending = (unsigned)on;
+    *current = *pending = (unsigned)mig_mode(d->index);
     return 0;
 }
 int nvmlDeviceIsMigDeviceHandle(device_t *d, unsigned *is_mig) { *is_mig = d->mig >= 0; return 0; }
@@ -288,4 +296,169 @@ int nvmlDeviceSetComputeMode(device_t *d, int mode) {
     load_state(); compute_mode[d->index] = (unsigned)mode; save_state();
     log_call("set-compute", d->index, (unsigned)mode, 0);
     return 0;
+}
+
+/* MIG management (gpuhook partition apply), an H100 80GB's profiles: GPU instance profile -> slices and MiB; each GPU
+   instance gets one compute instance of its size. A change rewrites STUB_STATE.mig (and .migmode) and runs
+   STUB_REACT mig-sync, the simulator playing the driver's procfs for the new instances. */
+static const struct { unsigned id, slices; unsigned long long mib; } PROFILES[] = {
+    {0, 1, 9984}, {1, 2, 20224}, {2, 3, 40704}, {3, 4, 40704}, {4, 7, 81664}, {9, 1, 20224}};
+#define NPROFILES (sizeof PROFILES / sizeof PROFILES[0])
+typedef struct { int gpu, gi; unsigned slices; } gi_t;
+typedef struct { int gpu, gi, ci; } ci_t;
+static gi_t gi_handles[1024];
+static ci_t ci_handles[1024];
+static int gi_next = 0, ci_next = 0;
+typedef struct { unsigned id, p2p, slices, count, sm, ce, dec, enc, jpg, ofa; unsigned long long mib; } gi_info_t;
+typedef struct { unsigned id, slices, count, sm, ce, dec, enc, jpg, ofa; } ci_info_t;
+
+static void save_migs(void) {
+    for (int i = 0; i < mig_count; i++) { mig_handles[i].index = migs[i].gpu; mig_handles[i].mig = i; }
+    FILE *f = fopen(STUB_STATE ".mig.tmp", "w");
+    if (!f) return;
+    for (int i = 0; i < mig_count; i++)
+        fprintf(f, "%d %d %d %d %d %d %llu %s\n", migs[i].gpu, migs[i].mig, migs[i].gi, migs[i].ci, migs[i].gis,
+                migs[i].cis, migs[i].mib, migs[i].uuid);
+    fclose(f);
+    rename(STUB_STATE ".mig.tmp", STUB_STATE ".mig");
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "%s mig-sync 0 -", STUB_REACT);
+    if (system(cmd) != 0) fprintf(stderr, "stub nvml: %s failed\n", cmd);
+}
+static int used_slices(int gpu) {
+    int n = 0;
+    for (int i = 0; i < mig_count; i++) if (migs[i].gpu == gpu && migs[i].ci == 0) n += migs[i].gis;
+    return n;
+}
+int nvmlDeviceSetMigMode(device_t *d, unsigned mode, int *status) {
+    load_migs();
+    if (!mig_capable) return 3;
+    if (mode && !mig_mode(d->index)) { /* off -> on */ } else if (!mode) {
+        for (int i = 0; i < mig_count; i++) if (migs[i].gpu == d->index) return 19; /* NVML_ERROR_IN_USE */
+    }
+    FILE *f = fopen(STUB_STATE ".migmode", "a");
+    if (f) { fprintf(f, "%d %u\n", d->index, mode ? 1u : 0u); fclose(f); }
+    log_call("set-mig-mode", d->index, mode, 0);
+    *status = 0;
+    return 0;
+}
+int nvmlDeviceGetGpuInstanceProfileInfo(device_t *d, unsigned profile, gi_info_t *info) {
+    (void)d;
+    for (unsigned i = 0; i < NPROFILES; i++)
+        if (PROFILES[i].id == profile) {
+            memset(info, 0, sizeof *info);
+            info->id = profile; info->slices = PROFILES[i].slices; info->count = 7 / PROFILES[i].slices;
+            info->sm = 16 * PROFILES[i].slices; info->mib = PROFILES[i].mib;
+            return 0;
+        }
+    return 3; /* NVML_ERROR_NOT_SUPPORTED */
+}
+int nvmlDeviceCreateGpuInstance(device_t *d, unsigned profile, gi_t **gi) {
+    load_migs();
+    if (!mig_mode(d->index)) return 3;
+    unsigned slices = 0;
+    unsigned long long mib = 0;
+    for (unsigned i = 0; i < NPROFILES; i++) if (PROFILES[i].id == profile) { slices = PROFILES[i].slices; mib = PROFILES[i].mib; }
+    if (!slices) return 2;
+    if (used_slices(d->index) + (int)slices > 7 || gi_next >= 64) return 4; /* NVML_ERROR_INSUFFICIENT_RESOURCES? */
+    int id = 1;
+    for (int taken = 1; taken;) {
+        taken = 0;
+        for (int i = 0; i < mig_count; i++) if (migs[i].gpu == d->index && migs[i].gi == id) { taken = 1; id++; break; }
+    }
+    /* a GPU instance without its compute instance yet: a table line with ci -1 (no MIG device until it has one) */
+    mig_t m = {d->index, -1, id, -1, (int)slices, 0, mib, "-"};
+    migs[mig_count++] = m;
+    gi_handles[gi_next] = (gi_t){d->index, id, slices};
+    *gi = &gi_handles[gi_next++];
+    log_call("create-gi", d->index, (unsigned long long)id, slices);
+    return 0;
+}
+static int renumber(int gpu) { /* MIG device indices: GI then CI order, devices with a CI only */
+    int next = 0;
+    for (int gi = 0; gi < 16; gi++)
+        for (int i = 0; i < mig_count; i++)
+            if (migs[i].gpu == gpu && migs[i].gi == gi && migs[i].ci >= 0) {
+                migs[i].mig = next;
+                snprintf(migs[i].uuid, sizeof migs[i].uuid, "MIG-%08x-%04x-4000-8000-%012llx", gpu, next,
+                         0xC0FFEE000000ULL + (unsigned long long)gpu * 16 + (unsigned long long)next);
+                next++;
+            }
+    return next;
+}
+int nvmlGpuInstanceGetComputeInstanceProfileInfo(gi_t *gi, unsigned profile, unsigned eng, ci_info_t *info) {
+    (void)eng;
+    for (unsigned i = 0; i < NPROFILES; i++)
+        if (PROFILES[i].id == profile && PROFILES[i].slices <= gi->slices && profile != 9) {
+            memset(info, 0, sizeof *info);
+            info->id = profile; info->slices = PROFILES[i].slices; info->count = gi->slices / PROFILES[i].slices;
+            info->sm = 16 * PROFILES[i].slices;
+            return 0;
+        }
+    return 3;
+}
+int nvmlGpuInstanceCreateComputeInstance(gi_t *gi, unsigned profile, ci_t **ci) {
+    load_migs();
+    unsigned slices = 0;
+    for (unsigned i = 0; i < NPROFILES; i++) if (PROFILES[i].id == profile) slices = PROFILES[i].slices;
+    for (int i = 0; i < mig_count; i++)
+        if (migs[i].gpu == gi->gpu && migs[i].gi == gi->gi && migs[i].ci < 0 && slices && ci_next < 1024) {
+            migs[i].ci = 0; migs[i].cis = (int)slices;
+            renumber(gi->gpu);
+            ci_handles[ci_next] = (ci_t){gi->gpu, gi->gi, 0};
+            *ci = &ci_handles[ci_next++];
+            save_migs();
+            log_call("create-ci", gi->gpu, (unsigned long long)gi->gi, 0);
+            return 0;
+        }
+    return 2;
+}
+int nvmlDeviceGetGpuInstances(device_t *d, unsigned profile, gi_t **out, unsigned *count) {
+    load_migs();
+    unsigned slices = 0, n = 0;
+    for (unsigned i = 0; i < NPROFILES; i++) if (PROFILES[i].id == profile) slices = PROFILES[i].slices;
+    for (int i = 0; i < mig_count && gi_next < 1024; i++)
+        if (migs[i].gpu == d->index && migs[i].gis == (int)slices && slices &&
+            (profile != 9 || migs[i].mib == 20224) && (profile != 0 || migs[i].mib != 20224)) {
+            gi_handles[gi_next] = (gi_t){d->index, migs[i].gi, slices};
+            out[n++] = &gi_handles[gi_next++];
+        }
+    *count = n;
+    return 0;
+}
+int nvmlGpuInstanceGetComputeInstances(gi_t *gi, unsigned profile, ci_t **out, unsigned *count) {
+    load_migs();
+    unsigned n = 0;
+    for (int i = 0; i < mig_count && ci_next < 1024; i++)
+        if (migs[i].gpu == gi->gpu && migs[i].gi == gi->gi && migs[i].ci >= 0 && profile <= 4 &&
+            (unsigned)migs[i].cis == (profile == 4 ? 7u : profile + 1u)) {
+            ci_handles[ci_next] = (ci_t){gi->gpu, gi->gi, migs[i].ci};
+            out[n++] = &ci_handles[ci_next++];
+        }
+    *count = n;
+    return 0;
+}
+int nvmlComputeInstanceDestroy(ci_t *ci) {
+    load_migs();
+    for (int i = 0; i < mig_count; i++)
+        if (migs[i].gpu == ci->gpu && migs[i].gi == ci->gi && migs[i].ci == ci->ci) {
+            migs[i].ci = -1; migs[i].cis = 0; migs[i].mig = -1;
+            renumber(ci->gpu);
+            save_migs();
+            log_call("destroy-ci", ci->gpu, (unsigned long long)ci->gi, 0);
+            return 0;
+        }
+    return 6;
+}
+int nvmlGpuInstanceDestroy(gi_t *gi) {
+    load_migs();
+    for (int i = 0; i < mig_count; i++)
+        if (migs[i].gpu == gi->gpu && migs[i].gi == gi->gi) {
+            if (migs[i].ci >= 0) return 19; /* NVML_ERROR_IN_USE: its compute instance first */
+            migs[i] = migs[--mig_count];
+            save_migs();
+            log_call("destroy-gi", gi->gpu, (unsigned long long)gi->gi, 0);
+            return 0;
+        }
+    return 6;
 }

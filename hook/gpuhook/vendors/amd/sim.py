@@ -8,7 +8,7 @@ import shutil
 from gpuhook.errors import SimulatorError
 from gpuhook.simulator import stub_libs as stubs
 from gpuhook.simulator import telemetry as sim_telemetry
-from gpuhook.simulator.host import SIM_STATE, HostSpec, node, pci_device, write
+from gpuhook.simulator.host import SIM_STATE, HostSpec, node, pci_device, react_command, write
 
 RENDER_GID = 109
 VIDEO_GID = 44
@@ -25,14 +25,6 @@ def per_gpu(modes: str, count: int) -> list[str]:
     """One mode for every GPU ("CPX"), or each GPU's in order ("SPX,CPX"; the last one for the rest)."""
     each = [m.strip().upper() for m in modes.split(",")] or ["SPX"]
     return [each[min(i, len(each) - 1)] for i in range(count)]
-
-
-def react_command(root: str) -> str:
-    """The command the stub amd_smi runs to play the driver re-laying a GPU in a new partition mode: this
-    simulator rebuilding the host with the GPU's new mode (testing/react.py)."""
-    import sys
-
-    return f"{sys.executable} -m gpuhook.testing.react {root}"
 
 
 def build(root: str, spec: HostSpec, count: int) -> None:

@@ -9,7 +9,7 @@ from gpuhook.errors import SimulatorError
 from gpuhook.proc import run
 from gpuhook.simulator import stub_libs as stubs
 from gpuhook.simulator import telemetry as sim_telemetry
-from gpuhook.simulator.host import SIM_STATE, HostSpec, node, pci_device, write
+from gpuhook.simulator.host import SIM_STATE, HostSpec, node, pci_device, react_command, write
 
 LDCONFIG = "/sbin/ldconfig"
 NV_MAJOR, UVM_MAJOR = 195, 509
@@ -57,7 +57,7 @@ def build(root: str, spec: HostSpec, count: int) -> None:
     node(root, "/dev/nvidia-modeset", NV_MAJOR, 254, 0o666, 0)
     node(root, "/dev/nvidia-uvm", UVM_MAJOR, 0, 0o666, 0)
     node(root, "/dev/nvidia-uvm-tools", UVM_MAJOR, 1, 0o666, 0)
-    if spec.mig:
+    if spec.mig or spec.mig_capable:
         from gpuhook.vendors.nvidia import sim_mig
 
         sim_mig.build(root, spec, count)
@@ -68,7 +68,7 @@ def build(root: str, spec: HostSpec, count: int) -> None:
     defines = {"STUB_DRIVER_VERSION": f'"{v}"', "STUB_CUDA_VERSION": str(spec.cuda_version),
                "STUB_CC_MAJOR": cc_major, "STUB_CC_MINOR": cc_minor, "STUB_BRAND": str(spec.nvidia_brand),
                "STUB_STATE": f'"{root}{SIM_STATE}/nvml"', "STUB_NV_GPUS": str(max(count, 1)),
-               "STUB_FANS": str(spec.fans)}
+               "STUB_FANS": str(spec.fans), "STUB_REACT": f'"{react_command(root)}"'}
     os.makedirs(root + LIB_DIR, exist_ok=True)
     for stem, (soname, source) in NVIDIA_LIBS.items():
         so = soname.format(v=v)

@@ -3,6 +3,8 @@ table the stub NVML reads for MIG handles (stubs/nvml.c)."""
 
 from __future__ import annotations
 
+import os
+
 from gpuhook.errors import SimulatorError
 from gpuhook.simulator.host import SIM_STATE, HostSpec, node, write
 
@@ -59,3 +61,23 @@ def build(root: str, spec: HostSpec, count: int) -> None:
                 node(root, f"/dev/nvidia-caps/nvidia-cap{n}", CAPS_MAJOR, n, 0o444, 0)
             table.append(f"{g} {m} {gi} {ci} {slices} {slices} {mib} {uuid(g, m)}")
     write(root, f"{SIM_STATE}/nvml.mig", "".join(line + "\n" for line in table))
+
+
+def sync(root: str) -> None:
+    """The driver's procfs capabilities of the MIG devices the stub NVML's table (SIM_STATE/nvml.mig) lists now,
+    after it created or destroyed instances: each GPU's mig/gi<G>/access and gi<G>/ci<C>/access, as the driver
+    keeps them. Device nodes are not made: on a host nvidia-modprobe (or gpuhook partition apply) makes them."""
+    import shutil
+
+    caps = f"{root}/proc/driver/nvidia/capabilities"
+    for entry in os.listdir(caps) if os.path.isdir(caps) else []:
+        if entry.startswith("gpu") and os.path.isdir(f"{caps}/{entry}/mig"):
+            shutil.rmtree(f"{caps}/{entry}/mig")
+    with open(f"{root}{SIM_STATE}/nvml.mig") as f:
+        rows = [line.split() for line in f if line.strip()]
+    for g, _, gi, ci, *_ in rows:
+        if int(ci) < 0:
+            continue
+        for rel, n in ((f"gi{gi}", minor(int(g), int(gi))), (f"gi{gi}/ci{ci}", minor(int(g), int(gi), int(ci)))):
+            write(root, f"/proc/driver/nvidia/capabilities/gpu{g}/mig/{rel}/access",
+                  f"DeviceFileMinor: {n}\nDeviceFileMode: 292\nDeviceFileModify: 1\n")

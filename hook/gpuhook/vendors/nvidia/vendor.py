@@ -174,11 +174,15 @@ def sharing(tuning: Tuning, gpus: Sequence[Gpu], directory: str) -> tuple[tuple[
 
 
 def repartition(root: Root, gpu: Gpu, layout: dict[str, object]) -> str:
-    """Not yet: MIG layouts are made with NVML's GPU and compute instances (nvidia-smi mig, NVIDIA's mig-parted)."""
+    """A MIG layout (`mig`: profile names, [] for MIG off) through NVML's GPU and compute instances
+    (mig_layout.py)."""
     from gpuhook.errors import GpuhookError
+    from gpuhook.vendors.nvidia import mig_layout
 
-    raise GpuhookError(f"NVIDIA GPU {gpu.index}: gpuhook does not apply MIG layouts yet: make them with nvidia-smi mig "
-                       "or NVIDIA's mig-parted; gpuhook's device plugin, DRA driver and labels follow the new layout")
+    lib = _nvml_library(discover(root))
+    if lib is None:
+        raise GpuhookError(f"no libnvidia-ml under {root.base}: MIG layouts need the driver's NVML")
+    return mig_layout.apply(root, root.lexical(lib), gpu, layout)
 
 
 def backend(root: Root) -> Backend:
