@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 
 from gpuhook.edits import DeviceNode, Edits, Mount, merge
-from gpuhook.errors import RequestError
 from gpuhook.frozen import replace
 from gpuhook.host.devnodes import read_node
 from gpuhook.host.inventory import DriverFile, Gpu, VendorInventory
@@ -106,35 +105,18 @@ def procfs_files(root: Root, gpus: Sequence[Gpu], policy: Policy) -> tuple[str, 
 
 
 def settings(tuning: Tuning, gpu: Gpu) -> tuple[Setting, ...]:
-    """The performance level (manual for a clock range), sclk levels, the hwmon power cap and fan, through the
-    files hycu keeps from amdgpu (hy-smi --setsclk and --setperflevel write the same ones)."""
-    from gpuhook.vendors.contract import Setting
+    """The performance level (manual for a clock range), sclk levels, the hwmon power cap and fan, by the GPU's PCI
+    device directory (amd/settings.py, as hy-smi --setsclk and --setperflevel write them)."""
+    from gpuhook.vendors.amd.settings import settings as sysfs_settings
 
-    if tuning.compute_mode:
-        raise RequestError(f"gpuhook.dev/compute-mode={tuning.compute_mode!r} is an NVIDIA setting but GPU "
-                           f"{gpu.index} is a Hygon DCU: use gpuhook.dev/perf-level")
-    if tuning.clocks and tuning.perf_level not in (None, "manual"):
-        raise RequestError(f"gpuhook.dev/clocks needs the manual performance level, but "
-                           f"gpuhook.dev/perf-level={tuning.perf_level!r}: drop one of them")
-    asked = []
-    if tuning.perf_level or tuning.clocks:
-        asked.append(("perf_level", tuning.perf_level or "manual"))
-    if tuning.clocks:
-        asked.append(("sclk", f"{tuning.clocks[0]}-{tuning.clocks[1]}"))
-    if tuning.power_limit:
-        asked.append(("power_cap", str(tuning.power_limit * 1_000_000)))
-    if tuning.fan:
-        asked.append(("fan", tuning.fan))
-    return tuple(Setting(NAME, gpu.uuid or gpu.pci, gpu.index, gpu.pci, gpu.sysfs, n, v) for n, v in asked)
+    return sysfs_settings(NAME, "a Hygon DCU", tuning, gpu)
 
 
 def sharing(tuning: Tuning, gpus: Sequence[Gpu], directory: str) -> tuple[tuple[Setting, ...], Edits]:
-    """No daemon shares these GPUs: MPS is NVIDIA's (they share by time-slicing)."""
-    if tuning.mps:
-        which = f"GPU {gpus[0].index}" if gpus else "this GPU"
-        raise RequestError(f"gpuhook.dev/mps is NVIDIA's Multi-Process Service, but {which} is Hygon DCU: remove it "
-                           "(Hygon DCUs are shared by time-slicing)")
-    return (), Edits()
+    """No daemon shares these GPUs: MPS is NVIDIA's."""
+    from gpuhook.vendors.amd.settings import no_daemon
+
+    return no_daemon("Hygon DCU", tuning, gpus)
 
 
 def repartition(root: Root, gpu: Gpu, layout: dict[str, object]) -> str:
