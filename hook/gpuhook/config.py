@@ -59,6 +59,7 @@ class Kubernetes:
     allocation_ttl: int = 3600  # seconds an allocation waits for its container (image pulls included)
     health_interval: float = 1.0  # seconds between health checks
     mig_strategy: str = "none"  # MIG devices advertised as none, single (each an nvidia.com/gpu), mixed (per profile)
+    sharing: str = "time-slicing"  # or "mps": shares (replicas) of a GPU whose vendor has MPS are its MPS clients
 
     def resource(self, vendor: str) -> str:
         """The extended resource name a vendor's GPUs are advertised under."""

@@ -233,6 +233,25 @@ def test_hygon_dcus_register_as_hygon_com_dcu(tmp_path: Path) -> None:
         _stop(n)
 
 
+def test_mps_sharing_marks_nvidias_shares_as_mps_clients_and_leaves_amds_time_sliced(tmp_path: Path) -> None:
+    """[kubernetes] sharing = "mps" with 4 shares: an NVIDIA GPU's allocation carries its MPS share (25% of the
+    threads), which the runtime turns into an MPS client of the GPU's daemon; AMD's stays time-sliced."""
+    n = _start(tmp_path, HostSpec(nvidia=1, amd=1), 'replicas = 4\nsharing = "mps"\n')
+    try:
+        seen = {}
+        for resource in ("nvidia.com/gpu", "amd.com/gpu"):
+            client = _client(n, resource)
+            ids = sorted(client.wait_for(lambda d: len(d) == 4))
+            answer = client.allocate([ids[0]]).container_responses[0]
+            rec = allocations.load(n.state, answer.annotations["gpuhook.dev/allocation"])
+            assert rec is not None and rec.shared
+            seen[resource] = rec.mps_threads
+            client.close()
+        assert seen == {"nvidia.com/gpu": 25, "amd.com/gpu": 0}
+    finally:
+        _stop(n)
+
+
 def test_no_kubelet_directory_is_one_line_then_quiet_until_it_comes(tmp_path: Path) -> None:
     """A node without a kubelet (yet): one line naming the directory, no retry noise, then it serves once it exists."""
     host = build_host(str(tmp_path / "host"), HostSpec(nvidia=1))

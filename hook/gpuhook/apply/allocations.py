@@ -115,7 +115,8 @@ def check(alloc: Allocation | None, alloc_id: str, claimer: str, now: float) -> 
 def _dump(a: Allocation) -> str:
     return fastjson.dumps({"id": a.id, "resource": a.resource, "vendor": a.vendor, "gpus": list(a.gpus),
                            "devices": list(a.devices), "shared": a.shared, "created": a.created,
-                           "expires": a.expires, "claimed_by": a.claimed_by, "container": a.container})
+                           "expires": a.expires, "claimed_by": a.claimed_by, "container": a.container,
+                           "mps_threads": a.mps_threads})
 
 
 def _read(path: str) -> Allocation | None:
@@ -124,6 +125,7 @@ def _read(path: str) -> Allocation | None:
         return Allocation(str(raw["id"]), str(raw["resource"]), str(raw["vendor"]),
                           tuple(str(g) for g in raw["gpus"]), tuple(str(d) for d in raw["devices"]),
                           bool(raw["shared"]), float(raw["created"]), float(raw["expires"]),
-                          str(raw.get("claimed_by", "")), str(raw.get("container", "")))
+                          str(raw.get("claimed_by", "")), str(raw.get("container", "")),
+                          int(raw.get("mps_threads", 0)))
     except (OSError, ValueError, KeyError, TypeError):
         return None

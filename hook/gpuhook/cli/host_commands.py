@@ -137,7 +137,8 @@ def labels(args: argparse.Namespace) -> int:
 
     config = load()
     root = Root(config.host_root)
-    text = render(labels(discover(root), root, config.kubernetes.replicas, config.kubernetes.mig_strategy))
+    k8s = config.kubernetes
+    text = render(labels(discover(root), root, k8s.replicas, k8s.mig_strategy, k8s.sharing))
     if args.output == "-":
         sys.stdout.write(text)
         return 0

@@ -132,13 +132,26 @@ class Preparer:
                 raise self._gone(namespace, name, str(r.get("device")))
             request = str(r.get("request", "")).partition("/")[0]
             admin = bool(r.get("adminAccess"))
-            keys = tuple(sorted(tuning.get(request, {}).items()))
+            keys = tuple(sorted(self._shared(tuning.get(request, {}), d, admin).items()))
             if keys:
                 self._check_tuning(namespace, name, request, dict(keys), d, inventory, admin)
             share = str(r.get("shareID") or "")
             out.append(ClaimedDevice(request, d.name, d.gpu.vendor, d.gpu.key(), admin, keys, share))
         pods = tuple(str(c.get("uid")) for c in status.get("reservedFor") or [] if c.get("resource") == "pods")
         return PreparedClaim(uid, namespace, name, tuple(out), pods, time.time())
+
+    def _shared(self, keys: dict[str, str], d: DraDevice, admin: bool) -> dict[str, str]:
+        """A request's tuning keys, made an MPS client's where the node shares its vendor's GPUs through MPS
+        ([kubernetes] sharing = "mps", replicas > 1): the node's share of the threads unless it asks less."""
+        from gpuhook.vendors.registry import get
+
+        k8s = self._config.kubernetes
+        if admin or k8s.replicas < 2 or k8s.sharing != "mps" or "mps" not in get(d.gpu.vendor).SHARING or d.gpu.parent:
+            return keys
+        share = 100 // k8s.replicas
+        asked = keys.get("mps-threads", "")
+        threads = min(int(asked), share) if asked.isdigit() else share
+        return {**keys, "mps": "true", "mps-threads": str(threads)}
 
     def _gone(self, namespace: str, name: str, device: str) -> KubernetesError:
         """A claim's device the node no longer publishes."""

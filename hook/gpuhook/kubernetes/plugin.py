@@ -116,8 +116,9 @@ class ResourcePlugin(deviceplugin_pb2_grpc.DevicePluginServicer):
         k8s = self._config.kubernetes
         now = time.time()
         secret = os.urandom(16).hex()  # the kernel's CSPRNG, as secrets uses (which would load random and hashlib)
+        mps = 100 // k8s.replicas if k8s.replicas > 1 and k8s.sharing == "mps" and "mps" in self.vendor.SHARING else 0
         alloc = Allocation(secret, self.resource, self.vendor.NAME, gpus, ids,
-                                       k8s.replicas > 1, now, now + k8s.allocation_ttl)
+                           k8s.replicas > 1, now, now + k8s.allocation_ttl, mps_threads=mps)
         state_dir = self._config.state_dir
         allocations.save(state_dir, alloc)
         for old in allocations.supersede(state_dir, ids, keep=alloc.id):

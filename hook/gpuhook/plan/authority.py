@@ -34,6 +34,7 @@ class Allocation:
     expires: float  # the first claim must come before this
     claimed_by: str = ""  # "<pod>/<container name>" of the container that presented it first
     container: str = ""  # that container's id (the latest one presenting it)
+    mps_threads: int = 0  # shared through MPS ([kubernetes] sharing = "mps"): each client's share of the threads
 
 
 @frozen
@@ -85,8 +86,13 @@ def authorize(request: Request, alloc: Allocation | None, config: Config,
                           "on this node): exclusive needs a node with whole "
                           f"GPUs (nodeSelector {alloc.resource}.replicas: \"1\"), or drop {PREFIX}exclusive")
     # The allocation replaces every other ask, the image's own env included (a CUDA image's
-    # NVIDIA_VISIBLE_DEVICES=all): the container gets exactly what the kubelet allocated.
-    return replace(request, selections=(Selection(alloc.vendor, alloc.gpus, f"{PREFIX}{ALLOCATION}", alloc.id),))
+    # NVIDIA_VISIBLE_DEVICES=all): the container gets exactly what the kubelet allocated. A GPU the node shares
+    # through MPS is reached through its daemon, with the node's share of threads unless the pod asks less.
+    tuning = request.tuning
+    if alloc.mps_threads:
+        tuning = replace(tuning, mps=True, mps_threads=min(tuning.mps_threads or 100, alloc.mps_threads))
+    return replace(request, selections=(Selection(alloc.vendor, alloc.gpus, f"{PREFIX}{ALLOCATION}", alloc.id),),
+                   tuning=tuning)
 
 
 def _from_claims(request: Request, alloc: Allocation | None,

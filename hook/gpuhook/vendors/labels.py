@@ -23,7 +23,8 @@ _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 _DNS_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
 
 
-def labels(inventory: Inventory, root: Root, replicas: int, strategy: str = "none") -> dict[str, str]:
+def labels(inventory: Inventory, root: Root, replicas: int, strategy: str = "none",
+           sharing: str = "time-slicing") -> dict[str, str]:
     """The labels for this node, its GPUs shared `replicas` ways (time-slicing above 1) and its slices advertised
     by `strategy` ([kubernetes] mig_strategy); only valid ones."""
     out: dict[str, str] = {}
@@ -33,7 +34,8 @@ def labels(inventory: Inventory, root: Root, replicas: int, strategy: str = "non
         out[f"{key}.count"] = str(len(inv.gpus))
         if inv.driver_version:
             out[f"{key}.driver"] = inv.driver_version
-        own = get(inv.vendor).labels(inv, root, replicas, strategy)
+        vendor = get(inv.vendor)
+        own = vendor.labels(inv, root, replicas, strategy, sharing if sharing in vendor.SHARING else "time-slicing")
         out.update({k if "/" in k else f"{key}.{k}": v for k, v in own.items()})
     present = inventory.with_gpus()
     if present:

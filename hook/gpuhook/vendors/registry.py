@@ -47,6 +47,7 @@ class Vendor(Protocol):
     CDI_KIND: str  # e.g. nvidia.com/gpu
     DOCKER_GPUS_HOOK: str | None  # the prestart hook Docker's --gpus adds with ENV_KEY (request.docker_flag)
     SLICE_RESOURCE: str  # the device plugin's per-profile resource name for slices ("mixed"), {profile} in it
+    SHARING: tuple[str, ...]  # how its GPUs can be shared: time-slicing, and mps where `sharing` runs MPS daemons
     STACK: str | None  # the vendor's user space an image ships, checked against the host's driver by plan/compat
     # (Hygon's DTK); None where there is none to check that way (NVIDIA's CUDA and AMD's ROCm have checks of their own)
 
@@ -107,10 +108,11 @@ class Vendor(Protocol):
         GpuhookError when it cannot start. Loads libraries; reads only."""
         ...
 
-    def labels(self, inv: VendorInventory, root: Root, replicas: int, strategy: str = "none") -> dict[str, str]:
-        """Node labels beyond presence, count and driver, for GPUs shared `replicas` ways and slices advertised by
-        `strategy` ([kubernetes] mig_strategy: none, single, mixed): a key without '/' is
-        gpuhook's own (written as gpuhook-<vendor>.<key>), one with a prefix (the vendor's own labeller's,
+    def labels(self, inv: VendorInventory, root: Root, replicas: int, strategy: str = "none",
+               sharing: str = "time-slicing") -> dict[str, str]:
+        """Node labels beyond presence, count and driver, for GPUs shared `replicas` ways (by `sharing`, one of
+        SHARING) and slices advertised by `strategy` ([kubernetes] mig_strategy: none, single, mixed): a key without
+        '/' is gpuhook's own (written as gpuhook-<vendor>.<key>), one with a prefix (the vendor's own labeller's,
         e.g. nvidia.com/gpu.product) is written as it is."""
         ...
 

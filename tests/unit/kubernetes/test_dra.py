@@ -144,3 +144,24 @@ def test_a_time_sliced_device_takes_that_many_claims_each_with_its_share_by_defa
     assert body["capacity"]["memory"]["requestPolicy"]["default"] == str(20 << 30)
     whole, _ = device_json(_device(capacity=(("memory", 80 << 30),)), 0, "")
     assert "allowMultipleAllocations" not in whole and whole["capacity"] == {"memory": {"value": str(80 << 30)}}
+
+
+@pytest.mark.parametrize(("table", "keys", "admin", "expected"), [
+    ({"replicas": 4, "sharing": "mps"}, {}, False, {"mps": "true", "mps-threads": "25"}),
+    ({"replicas": 4, "sharing": "mps"}, {"mps-threads": "10", "clocks": "1500"}, False,
+     {"mps": "true", "mps-threads": "10", "clocks": "1500"}),
+    ({"replicas": 4, "sharing": "mps"}, {"mps-threads": "60"}, False, {"mps": "true", "mps-threads": "25"}),
+    ({"replicas": 4, "sharing": "mps"}, {}, True, {}),  # adminAccess is never an MPS client
+    ({"replicas": 4}, {}, False, {}),  # time-slicing
+    ({"replicas": 1, "sharing": "mps"}, {}, False, {}),  # whole GPUs
+], ids=["the node's share", "less asked", "more asked", "admin", "time-slicing", "whole"])
+def test_a_claim_on_a_gpu_shared_through_mps_is_an_mps_client(tmp_path: Path, table: dict[str, Any],
+                                                              keys: dict[str, str], admin: bool,
+                                                              expected: dict[str, str]) -> None:
+    from gpuhook.config import from_table
+    from gpuhook.kubernetes.dra_prepare import Preparer
+
+    config = from_table({"state_dir": str(tmp_path / "state"), "kubernetes": table}, str(tmp_path / "config.toml"))
+    preparer = Preparer(config, None, DRIVER, "node-1", str(tmp_path / "cdi"), "/bin/gpuhook-hook",  # type: ignore[arg-type]
+                        "/bin/gpuhook", checkpoint=str(tmp_path / "plugins" / DRIVER))
+    assert preparer._shared(keys, _device(), admin) == (expected or keys)

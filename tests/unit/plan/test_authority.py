@@ -191,3 +191,17 @@ def test_what_cannot_stand_beside_a_claim(annotations: dict[str, str], alloc: Al
     with pytest.raises(PolicyError) as e:
         authorize(parse_request(annotations, {}), alloc, ALLOCATED, ((_claim(device), ("gpu",)),))
     assert says in str(e.value)
+
+
+@pytest.mark.parametrize(("asked", "threads"), [({}, 50), ({A + "mps-threads": "20"}, 20),
+                                                ({A + "mps-threads": "90"}, 50)],
+                         ids=["the node's share", "less asked", "more asked: the node's"])
+def test_an_allocation_shared_through_mps_makes_the_container_an_mps_client(asked: dict[str, str],
+                                                                            threads: int) -> None:
+    from gpuhook.frozen import replace
+
+    alloc = replace(SHARED, mps_threads=50)
+    request = parse_request({A + "allocation": ID, **({A + "mps": "true"} if asked else {}), **asked}, {})
+    tuning = authorize(request, alloc, ALLOCATED).tuning
+    assert tuning.mps and tuning.mps_threads == threads
+    assert not authorize(parse_request({A + "allocation": ID}, {}), SHARED, ALLOCATED).tuning.mps

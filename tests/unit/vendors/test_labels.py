@@ -217,3 +217,10 @@ def test_mig_labels_as_gfd_writes_them(fake_host: FakeHost, strategy: str, profi
     keys = {k for k in found if "mig" in k and k != "nvidia.com/mig.capable"} | {
         k for k in expected if k.startswith("nvidia.com/gpu.")}
     assert {k: found.get(k) for k in keys} == expected
+
+
+def test_mps_sharing_is_nvidias_and_the_others_keep_time_slicing(fake_host: FakeHost) -> None:
+    root = Root(fake_host(nvidia=1, amd=1))
+    found = labels(discover(root), root, 2, "none", "mps")
+    assert found["nvidia.com/gpu.sharing-strategy"] == "mps"
+    assert found["amd.com/gpu.sharing-strategy"] == "time-slicing"

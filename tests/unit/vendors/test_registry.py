@@ -41,6 +41,7 @@ class Toy:
     SLICE_RESOURCE = "toy.example/slice-{profile}"
     DOCKER_GPUS_HOOK = None
     STACK = None
+    SHARING = ("time-slicing",)
 
     def parse_id(self, item: str) -> str | None:
         return item.upper() if item.upper().startswith("TOY-") and item[4:].isalnum() else None
@@ -98,7 +99,8 @@ class Toy:
 
         return Source()
 
-    def labels(self, inv: VendorInventory, root: Root, replicas: int, strategy: str = "none") -> dict[str, str]:
+    def labels(self, inv: VendorInventory, root: Root, replicas: int, strategy: str = "none",
+               sharing: str = "time-slicing") -> dict[str, str]:
         return {"toyness": "high", "toy.example/gpu.replicas": str(replicas)}
 
     def checks(self, inv: VendorInventory) -> tuple[tuple[str, str, str], ...]:

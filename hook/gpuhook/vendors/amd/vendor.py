@@ -30,6 +30,7 @@ NONE_MEANS_DRIVER = False
 CAPABILITIES_ENV: str | None = None
 CDI_KIND = "amd.com/gpu"
 DOCKER_GPUS_HOOK: str | None = None  # Docker 28.3+ sets AMD_VISIBLE_DEVICES for its "amd" driver, without a hook
+SHARING: tuple[str, ...] = ("time-slicing",)
 STACK: str | None = None
 SLICE_RESOURCE = "amd.com/{profile}"  # partitions are GPUs of their own: never asked (no slices beside them)
 KFD = "/dev/kfd"
@@ -138,7 +139,8 @@ def telemetry(root: Root, inv: VendorInventory) -> Source:
     return SysfsTelemetry(root)
 
 
-def labels(inv: VendorInventory, root: Root, replicas: int, strategy: str = "none") -> dict[str, str]:
+def labels(inv: VendorInventory, root: Root, replicas: int, strategy: str = "none",
+           sharing: str = "time-slicing") -> dict[str, str]:
     """ROCm release, in-tree, gfx targets and the node labeller's amd.com/ labels (node_labels.py). Reads sysfs."""
     from gpuhook.vendors.amd import node_labels as amd_labels
     from gpuhook.vendors.amd import partitions as amd_partitions

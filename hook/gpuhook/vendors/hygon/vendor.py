@@ -35,6 +35,7 @@ CAPABILITIES_ENV: str | None = None
 CDI_KIND = "hygon.com/dcu"
 DOCKER_GPUS_HOOK: str | None = None
 SLICE_RESOURCE = "hygon.com/{profile}"
+SHARING: tuple[str, ...] = ("time-slicing",)
 STACK: str | None = "DTK"
 PCI_VENDOR = "0x1d94"  # Hygon's (its CPUs' functions have it too: only KFD's GPU nodes are taken)
 KFD, MKFD = "/dev/kfd", "/dev/mkfd"
@@ -140,7 +141,8 @@ def telemetry(root: Root, inv: VendorInventory) -> Source:
     return SysfsTelemetry(root)
 
 
-def labels(inv: VendorInventory, root: Root, replicas: int, strategy: str = "none") -> dict[str, str]:
+def labels(inv: VendorInventory, root: Root, replicas: int, strategy: str = "none",
+           sharing: str = "time-slicing") -> dict[str, str]:
     """gpuhook's (gfx targets, the DTK window of the driver) and those of Hygon's DCU-Label-Node, where every DCU
     agrees: hygon.com/dcu, hygon.com/dcu.name, .cu-count, .vram. Reads KFD and sysfs."""
     from gpuhook.vendors.hygon import dtk

@@ -33,7 +33,8 @@ _FAMILIES = {1: "tesla", 2: "fermi", 3: "kepler", 5: "maxwell", 6: "pascal", 9: 
 _PCI_MODES = {"0x0302": "compute", "0x0300": "graphics"}  # PCI class 3D controller / VGA, as GFD's gpu.mode
 
 
-def labels(inv: VendorInventory, root: Root, replicas: int, strategy: str = "none") -> dict[str, str]:
+def labels(inv: VendorInventory, root: Root, replicas: int, strategy: str = "none",
+           sharing: str = "time-slicing") -> dict[str, str]:
     """gpuhook's `cuda` and GFD's nvidia.com/ labels (MIG's under `strategy`). Loads the host's libcuda and NVML,
     reads PCI sysfs."""
     cuda = cuda_version(inv, root)
@@ -44,7 +45,8 @@ def labels(inv: VendorInventory, root: Root, replicas: int, strategy: str = "non
     capability, memory, mig = _nvml_facts(inv, root, first.uuid)
     out.update(gfd(model=first.model, count=sum(g.model == first.model for g in inv.gpus),
                    driver=inv.driver_version or "", cuda=cuda or "", capability=capability, memory_mib=memory,
-                   mig_capable=mig, mode=_mode(root, [g.pci for g in inv.gpus]), replicas=replicas))
+                   mig_capable=mig, mode=_mode(root, [g.pci for g in inv.gpus]), replicas=replicas,
+                   sharing=sharing))
     if strategy != "none":
         out.update(mig_labels(strategy, first.model, _mig_devices(inv, root), len(inv.gpus)))
     return out
@@ -93,11 +95,12 @@ def _mig_devices(inv: VendorInventory, root: Root) -> list[tuple[str, str, int]]
 
 
 def gfd(*, model: str, count: int, driver: str, cuda: str, capability: str, memory_mib: int, mig_capable: bool,
-        mode: str, replicas: int) -> dict[str, str]:
-    """GFD's labels (full keys) for `count` GPUs of `model`; "" or 0 for what is unknown leaves its labels out."""
+        mode: str, replicas: int, sharing: str = "time-slicing") -> dict[str, str]:
+    """GFD's labels (full keys) for `count` GPUs of `model` shared `replicas` ways by `sharing` (time-slicing, mps);
+    "" or 0 for what is unknown leaves its labels out."""
     shared = replicas > 1
     out = {"gpu.present": "true", "gpu.count": str(count), "gpu.replicas": str(replicas),
-           "gpu.sharing-strategy": "time-slicing" if shared else "none", "gpu.mode": mode,
+           "gpu.sharing-strategy": sharing if shared else "none", "gpu.mode": mode,
            "mig.capable": "true" if mig_capable else "false"}
     product = sanitise(model)
     if product:

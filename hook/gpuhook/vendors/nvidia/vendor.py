@@ -31,6 +31,7 @@ NONE_MEANS_DRIVER = True
 CAPABILITIES_ENV: str | None = "NVIDIA_DRIVER_CAPABILITIES"
 CDI_KIND = "nvidia.com/gpu"
 DOCKER_GPUS_HOOK: str | None = "nvidia-container-runtime-hook"  # gpuhook ships one: cli/nvidia_hook.py
+SHARING: tuple[str, ...] = ("time-slicing", "mps")
 STACK: str | None = None
 SLICE_RESOURCE = "nvidia.com/mig-{profile}"  # NVIDIA's device plugin's mixed strategy
 _UUID_GROUPS = (8, 4, 4, 4, 12)  # GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx
@@ -219,11 +220,12 @@ def _nvml_library(inv: VendorInventory | None) -> str | None:
         "libnvidia-ml.so.")), None)
 
 
-def labels(inv: VendorInventory, root: Root, replicas: int, strategy: str = "none") -> dict[str, str]:
+def labels(inv: VendorInventory, root: Root, replicas: int, strategy: str = "none",
+           sharing: str = "time-slicing") -> dict[str, str]:
     """The driver's CUDA version and GFD's nvidia.com/ labels, MIG's too (node_labels.py). Loads libcuda, NVML."""
     from gpuhook.vendors.nvidia import node_labels as nvidia_labels
 
-    return nvidia_labels.labels(inv, root, replicas, strategy)
+    return nvidia_labels.labels(inv, root, replicas, strategy, sharing)
 
 
 def dra_devices(inv: VendorInventory, root: Root) -> tuple[DraDevice, ...]:

@@ -39,7 +39,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 [tuning]
 {{- include "gpuhook.toml" (merge (default dict $c.tuning) (dict "exclusive" .Values.policy.exclusive)) }}
 [kubernetes]
-{{- include "gpuhook.toml" (merge (default dict $c.kubernetes) (dict "replicas" (int $dp.timeSlicing.replicas) "mig_strategy" $dp.migStrategy "allocate_with" $dp.allocateWith)) }}
+{{- include "gpuhook.toml" (merge (default dict $c.kubernetes) (dict "replicas" (int $dp.timeSlicing.replicas) "mig_strategy" $dp.migStrategy "allocate_with" $dp.allocateWith "sharing" ($dp.sharing | default "time-slicing"))) }}
 [kubernetes.resources]
 {{- include "gpuhook.toml" $dp.resources }}
 [exporter]
