@@ -404,7 +404,8 @@ def test_nvidia_fans_live_with_the_container(tuned) -> None:  # type: ignore[no-
     assert "fan          auto         80           " + cid in t.gpuhook("status").stdout
     metrics = t.gpuhook("exporter", "--once").stdout
     assert ('gpuhook_tuning_setting{current="80",original="auto",setting="fan",'
-            'uuid="GPU-00000000-5a1e-4000-8000-0000d00d0000",vendor="nvidia"} 1.0') in metrics, [m for m in metrics.splitlines() if "tuning" in m]
+            'uuid="GPU-00000000-5a1e-4000-8000-0000d00d0000",vendor="nvidia"} 1.0') in metrics, \
+        [m for m in metrics.splitlines() if "tuning" in m]
     t.stop(cid)
     assert _nvml_fans(t)[0, 0] == _nvml_fans(t)[0, 1] == (0, 35)
     assert t.log("nvml") == ["set-fan", "set-fan", "auto-fan", "auto-fan"]
