@@ -71,3 +71,21 @@ def test_the_wheel_carries_the_native_sources_and_builds_them(export: Path, tmp_
     assert built.returncode == 0, built.stderr
     for name in NATIVE:
         assert (venv / "bin" / name).read_bytes()[:4] == b"\x7fELF", name
+
+
+def test_the_binarys_simulated_drivers_react_through_the_binary(binary: Path, tmp_path: Path) -> None:
+    """A host the single binary simulates has stub drivers that call back the binary itself (simulate-react): an
+    AMD partition mode and a MIG layout applied through it re-lay the host as a driver would."""
+    host = tmp_path / "host"
+    env = {"PATH": os.environ["PATH"], "GPUHOOK_CONFIG": str(tmp_path / "c.toml")}
+    (tmp_path / "c.toml").write_text(f'host_root = "{host}"\nstate_dir = "{tmp_path}/state"\n')
+    made = subprocess.run([binary / "gpuhook", "simulate", "--root", str(host), "--amd", "1", "--nvidia", "1",
+                           "--mig", "1g.10gb"], env=env, capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stderr
+    layout = tmp_path / "layout.toml"
+    layout.write_text('[[amd]]\ngpus = [0]\ncompute = "DPX"\n[[nvidia]]\ngpus = [0]\nmig = ["3g.40gb", "3g.40gb"]\n')
+    done = subprocess.run([binary / "gpuhook", "partition", "apply", str(layout)], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    listed = subprocess.run([binary / "gpuhook", "list"], env=env, capture_output=True, text=True, timeout=60).stdout
+    assert "DPX 1" in listed and listed.count("3g.40gb") == 2, listed

@@ -31,6 +31,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         kubelet_dir = _kubelet_dir(args_in[1:])
         if kubelet_dir is not None:
             return _reported(lambda: _serve_plugin(kubelet_dir))
+    if args_in[:1] == ["simulate-react"] and len(args_in) == 5:  # a simulated driver's stub, in the single binary
+        return _reported(lambda: _react(args_in[1:]))
     parser = _parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
@@ -331,6 +333,12 @@ def _host() -> Any:
     from gpuhook.cli import host_commands
 
     return host_commands
+
+
+def _react(args: list[str]) -> int:
+    from gpuhook.testing.react import main
+
+    return main(args)
 
 
 def _partition() -> Any:

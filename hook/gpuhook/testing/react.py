@@ -7,8 +7,10 @@ state resets with it, as a driver's does); the stub NVML, having created or dest
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 
+from gpuhook.simulator.host import SIM_STATE
 from gpuhook.testing.simulate import build_host, spec_of
 from gpuhook.vendors.amd.sim import per_gpu
 
@@ -29,8 +31,27 @@ def main(argv: list[str]) -> int:
     modes = per_gpu(getattr(spec, field), spec.amd)
     modes[index] = mode
     changed: dict[str, Any] = {field: ",".join(modes)}
+    kept = _nvidia_state(root)  # the other GPUs' state is not the AMD driver's to reset
     build_host(root, dataclasses.replace(spec, **changed), replace=True)
+    for name, data in kept.items():
+        with open(os.path.join(root + SIM_STATE, name), "wb") as f:
+            f.write(data)
+    if "nvml.mig" in kept:
+        from gpuhook.vendors.nvidia import sim_mig
+
+        sim_mig.sync(root, nodes=True)
     return 0
+
+
+def _nvidia_state(root: str) -> dict[str, bytes]:
+    """The stub NVML's state files (tunables, fans, MIG instances), to keep across an AMD re-lay."""
+    state = root + SIM_STATE
+    out = {}
+    for name in os.listdir(state) if os.path.isdir(state) else []:
+        if name.startswith("nvml"):
+            with open(os.path.join(state, name), "rb") as f:
+                out[name] = f.read()
+    return out
 
 
 if __name__ == "__main__":

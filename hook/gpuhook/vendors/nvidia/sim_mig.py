@@ -61,12 +61,14 @@ def build(root: str, spec: HostSpec, count: int) -> None:
                 node(root, f"/dev/nvidia-caps/nvidia-cap{n}", CAPS_MAJOR, n, 0o444, 0)
             table.append(f"{g} {m} {gi} {ci} {slices} {slices} {mib} {uuid(g, m)}")
     write(root, f"{SIM_STATE}/nvml.mig", "".join(line + "\n" for line in table))
+    write(root, f"{SIM_STATE}/nvml.migmode", "".join(f"{g} 1\n" for g in gpus))  # MIG mode stays on without devices
 
 
-def sync(root: str) -> None:
+def sync(root: str, nodes: bool = False) -> None:
     """The driver's procfs capabilities of the MIG devices the stub NVML's table (SIM_STATE/nvml.mig) lists now,
     after it created or destroyed instances: each GPU's mig/gi<G>/access and gi<G>/ci<C>/access, as the driver
-    keeps them. Device nodes are not made: on a host nvidia-modprobe (or gpuhook partition apply) makes them."""
+    keeps them. Device nodes are made only with `nodes` (a host rebuilt under them, as nvidia-modprobe would); on a
+    running host nvidia-modprobe (or gpuhook partition apply) makes them."""
     import shutil
 
     caps = f"{root}/proc/driver/nvidia/capabilities"
@@ -81,3 +83,5 @@ def sync(root: str) -> None:
         for rel, n in ((f"gi{gi}", minor(int(g), int(gi))), (f"gi{gi}/ci{ci}", minor(int(g), int(gi), int(ci)))):
             write(root, f"/proc/driver/nvidia/capabilities/gpu{g}/mig/{rel}/access",
                   f"DeviceFileMinor: {n}\nDeviceFileMode: 292\nDeviceFileModify: 1\n")
+            if nodes and not os.path.lexists(f"{root}/dev/nvidia-caps/nvidia-cap{n}"):
+                node(root, f"/dev/nvidia-caps/nvidia-cap{n}", CAPS_MAJOR, n, 0o444, 0)
