@@ -49,7 +49,8 @@ class Prepared:
     gpus: tuple[str, ...] = ()  # every GPU the container gets (Gpu.key), and the physical GPUs of its slices
     procfs: tuple[ProcfsCopy, ...] = ()  # copies to write; their overlays join `edits` once written
     host_rocm: str | None = None  # the version of the host ROCm tree it gets
-    directories: tuple[str, ...] = ()  # host directories its mounts need, made by the runtime first (MPS daemons')
+    directories: tuple[str, ...] = ()  # host directories a sharing daemon's mounts need (an MPS daemon's pipes),
+    # made by the runtime before the container's mounts (the daemon starts at prestart, after them)
 
 
 def asks(request: Request) -> bool:
@@ -128,9 +129,8 @@ def decide(request: Request, inventory: Inventory, facts: HostFacts, spec: Spec,
                           "libc-bin or set `ldconfig` in " + config.path)
     drivers = tuple((v, inv.driver_version or "") for v, (inv, _) in by_vendor.items())
     procfs = tuple(ProcfsCopy(v, target, files) for v, target, files in facts.procfs if v in by_vendor)
-    homes = tuple(s.value for made, _ in shared for s in made)
     return Prepared(edits, warnings, drivers, settings, gpu_names if tuning.exclusive else (), used, procfs,
-                    tree_version, tuple(d for h in homes for d in (f"{h}/pipe", f"{h}/log")))
+                    tree_version, tuple(m.host_path for _, e in shared for m in e.mounts))
 
 
 def _selected(request: Request, inventory: Inventory, spec: Spec, config: Config) -> Selected:
