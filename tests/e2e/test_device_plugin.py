@@ -252,6 +252,28 @@ def test_mps_sharing_marks_nvidias_shares_as_mps_clients_and_leaves_amds_time_sl
         _stop(n)
 
 
+def test_a_partition_layout_applied_is_advertised_anew(tmp_path: Path) -> None:
+    """`gpuhook partition apply` puts AMD GPU 1 in CPX while the plugin serves: amd.com/gpu advertises GPU 1's eight
+    partitions, healthy, without a restart (the whole GPU 1 it advertised before stays listed, Unhealthy, as a GPU
+    that went does: the kubelet's allocatable counts the nine healthy ones)."""
+    n = _start(tmp_path, HostSpec(amd=2))
+    try:
+        amd = _client(n, "amd.com/gpu")
+        amd.wait_for(lambda d: len(d) == 2)
+        layout = tmp_path / "layout.toml"
+        layout.write_text('[[amd]]\ngpus = [1]\ncompute = "CPX"\n')
+        done = subprocess.run([conftest.GPUHOOK, "partition", "apply", str(layout)], capture_output=True, text=True,
+                              env={**os.environ, "GPUHOOK_CONFIG": str(tmp_path / "gpuhook.toml")}, timeout=120)
+        assert done.returncode == 0, done.stderr
+        seen = amd.wait_for(lambda d: sum(h == "Healthy" for h in d.values()) == 9, timeout=20)
+        assert sorted(i for i, h in seen.items() if h == "Healthy") == [
+            "0x5a1e000000000000", *(f"0x5a1e000000000001/{p}" for p in range(8))]
+        assert seen.get("0x5a1e000000000001") in (None, "Unhealthy")
+        amd.close()
+    finally:
+        _stop(n)
+
+
 def test_no_kubelet_directory_is_one_line_then_quiet_until_it_comes(tmp_path: Path) -> None:
     """A node without a kubelet (yet): one line naming the directory, no retry noise, then it serves once it exists."""
     host = build_host(str(tmp_path / "host"), HostSpec(nvidia=1))
