@@ -13,7 +13,7 @@ Sources (facts, restated):
 
 from __future__ import annotations
 
-from gpuhook.request.requirements import version_tuple
+from gpuhook.request.requirements import in_window, version_tuple
 
 # KMD ROCm release -> (oldest, newest) user space release it supports
 MATRIX: dict[str, tuple[str, str]] = {
@@ -48,7 +48,4 @@ def window(release: str) -> tuple[str, str] | None:
 def supported(user: str, release: str) -> bool | None:
     """Whether ROCm user space `user` runs on the KMD of `release`; None when the matrix does not say."""
     span = window(release)
-    if span is None:
-        return None
-    mm = version_tuple(user)[:2]
-    return version_tuple(span[0])[:2] <= mm <= version_tuple(span[1])[:2]
+    return None if span is None else in_window(user, span)

@@ -16,7 +16,7 @@ from gpuhook.errors import PolicyError
 from gpuhook.frozen import frozen
 from gpuhook.host import rocm
 from gpuhook.request import requirements as require
-from gpuhook.request.requirements import Condition, Facts, Requirement, version_tuple
+from gpuhook.request.requirements import Condition, Facts, Requirement, in_window, version_tuple
 from gpuhook.vendors.registry import get
 
 TYPE_CHECKING = False
@@ -170,9 +170,9 @@ def _check_stack(inv: VendorInventory, release: str, policy: str, warnings: list
         warnings.append(f"the image ships {stack} {release}, but gpuhook does not know which {stack} releases the "
                         f"host's {vendor.LABEL} driver {inv.driver_version or '(no version)'} runs: not checked")
         return
-    lo, hi = span
-    if version_tuple(lo)[:2] <= version_tuple(release)[:2] <= version_tuple(hi)[:2]:
+    if in_window(release, span):
         return
+    lo, hi = span
     msg = (f"the image ships {stack} {release} but the host's {driver} runs {stack} {lo} to {hi}: use an image "
            f"with {stack} {lo}-{hi} or a host driver that runs {release}")
     if policy == "strict":

@@ -119,6 +119,12 @@ def version_tuple(version: str, width: int = 3) -> tuple[int, ...]:
     return tuple(nums + [0] * (width - len(nums)))
 
 
+def in_window(version: str, span: tuple[str, str]) -> bool:
+    """Whether release `version` lies in (oldest, newest) by major.minor, as support matrices count releases."""
+    mm = version_tuple(version)[:2]
+    return version_tuple(span[0])[:2] <= mm <= version_tuple(span[1])[:2]
+
+
 def is_version(text: str, parts: int = 3) -> bool:
     """Up to `parts` dot-separated ASCII numbers of at most 9 digits each: 12.4, 535.54.03, 6.2.1."""
     split = text.split(".")

@@ -54,11 +54,3 @@ def image_version(image: InRoot, notes: list[str] | None = None) -> str | None:
     versions = [v for v in names if v]
     return max(versions, key=version_tuple) if versions else None
 
-
-def supported(user: str, driver: str) -> bool | None:
-    """Whether DTK `user` runs on the driver of version `driver` (by major.minor); None when the table cannot say."""
-    span = window(driver)
-    if span is None:
-        return None
-    mm = version_tuple(user)[:2]
-    return version_tuple(span[0])[:2] <= mm <= version_tuple(span[1])[:2]
