@@ -41,12 +41,13 @@ def gpu_nodes(root: Root, pci_vendor: str) -> list[tuple[str, dict[str, int]]]:
     return [(n, p) for n, p in found if p.get("simd_count", 0) > 0 and _vendor_of(root, p) == pci_vendor]
 
 
-def kfd_gpus(root: Root, vendor: str, pci_vendor: str) -> tuple[list[Gpu], list[int]]:
-    """The GPUs of `pci_vendor` in KFD node order as `vendor`'s, and each one's partition number on its physical
-    GPU (0 for a whole GPU): their render and card nodes, unique id, gfx target and PCI device directory."""
+def kfd_gpus(root: Root, vendor: str, nodes: list[tuple[str, dict[str, int]]]) -> tuple[list[Gpu], list[int]]:
+    """The GPUs of KFD nodes `nodes` (gpu_nodes': one PCI vendor's, in node order) as `vendor`'s, and each one's
+    partition number on its physical GPU (0 for a whole GPU): their render and card nodes, unique id, gfx target and
+    PCI device directory."""
     gpus: list[Gpu] = []
     parts: list[int] = []
-    for node_id, props in gpu_nodes(root, pci_vendor):
+    for node_id, props in nodes:
         gpu, part = _gpu(root, vendor, len(gpus), node_id, props)
         gpus.append(gpu)
         parts.append(part)

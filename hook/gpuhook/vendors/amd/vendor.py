@@ -9,7 +9,7 @@ from gpuhook.edits import DeviceNode, Edits
 from gpuhook.host.devnodes import read_node
 from gpuhook.host.inventory import Gpu, VendorInventory
 from gpuhook.request.ids import is_hex
-from gpuhook.vendors.amd.kfd import AMD, kfd_gpus
+from gpuhook.vendors.amd.kfd import AMD, gpu_nodes, kfd_gpus
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ def discover(root: Root) -> VendorInventory | None:
         return None
     from gpuhook.vendors.amd import partitions as amd_partitions
 
-    gpus, parts = kfd_gpus(root, NAME, AMD)
+    gpus, parts = kfd_gpus(root, NAME, gpu_nodes(root, AMD))
     if not gpus and not root.exists("/sys/module/amdgpu"):
         return None
     gpus = amd_partitions.mark(root, gpus, parts)

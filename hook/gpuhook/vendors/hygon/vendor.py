@@ -54,9 +54,10 @@ def discover(root: Root) -> VendorInventory | None:
     module = next((m for m in MODULES if root.exists(f"/sys/module/{m}")), None)
     if module is None:
         return None
-    found, _ = kfd_gpus(root, NAME, PCI_VENDOR)
-    ids = [p.get("device_id", 0) for _, p in gpu_nodes(root, PCI_VENDOR)]
-    gpus = [replace(g, model=PRODUCTS.get(i, g.model)) for g, i in zip(found, ids, strict=False)]
+    nodes = gpu_nodes(root, PCI_VENDOR)
+    found, _ = kfd_gpus(root, NAME, nodes)
+    gpus = [replace(g, model=PRODUCTS.get(p.get("device_id", 0), g.model)) for g, (_, p) in zip(found, nodes,
+                                                                                               strict=True)]
     version = None
     if root.exists(f"/sys/module/{module}/version"):
         version = root.read_text(f"/sys/module/{module}/version").strip() or None
