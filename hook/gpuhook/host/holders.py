@@ -8,6 +8,7 @@ import os
 import stat
 
 from gpuhook.frozen import frozen
+from gpuhook.statefile import read_bounded
 
 MAX_FDS = 65536  # a process's file table scanned at most this far
 _MAX_CGROUP = 16384
@@ -53,17 +54,11 @@ def _held(fd_dir: str, numbers: frozenset[tuple[int, int]]) -> set[tuple[int, in
 
 
 def _text(path: str, limit: int) -> str:
-    """A procfs file's text, at most `limit` bytes of it ("" when it cannot be read)."""
+    """A procfs file's text ("" when it cannot be read, or is longer than `limit`)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+        return read_bounded(path, limit).decode(errors="replace").strip()
     except OSError:
         return ""
-    try:
-        return os.read(fd, limit).decode(errors="replace").strip()
-    except OSError:
-        return ""
-    finally:
-        os.close(fd)
 
 
 def _cgroup(path: str) -> str:

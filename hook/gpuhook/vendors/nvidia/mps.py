@@ -11,6 +11,7 @@ import subprocess
 import time
 
 from gpuhook.errors import TuningError
+from gpuhook.statefile import read_bounded
 
 DEADLINE = 10.0  # seconds for the control program to start the daemon or make it quit
 PID_FILE = "nvidia-cuda-mps-control.pid"
@@ -56,18 +57,11 @@ def running(home: str) -> bool:
     """Whether the daemon whose pid file is in `home`'s pipe directory lives."""
     pipe, _ = directories(home)
     try:
-        fd = os.open(f"{pipe}/{PID_FILE}", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        text = os.read(fd, 32).decode(errors="replace").strip()
-    finally:
-        os.close(fd)
-    if not text.isdigit():
-        return False
-    try:
-        with open(f"/proc/{int(text)}/stat") as f:
-            return f.read(512).rpartition(")")[2].split()[:1] != ["Z"]
+        pid = read_bounded(f"{pipe}/{PID_FILE}", 32).decode(errors="replace").strip()
+        if not pid.isdigit():
+            return False
+        state = read_bounded(f"/proc/{pid}/stat", 4096).rpartition(b")")[2].split()[:1]
+        return state != [b"Z"]  # a zombie has quit
     except OSError:
         return False
 
