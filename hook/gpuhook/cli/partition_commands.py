@@ -58,8 +58,7 @@ def apply(args: argparse.Namespace) -> int:
                 raise GpuhookError(f"{args.file}: [[{vendor}]] entry {n + 1} needs gpus (\"all\" or a list)")
             layout = {k: v for k, v in entry.items() if k != "gpus"}
             plan += [(vendor, gpu, layout) for gpu in _chosen(inv, entry["gpus"], f"{args.file}: [[{vendor}]]")]
-    for vendor, gpu, _ in plan:
-        _refuse_if_used(config, inventory, vendor, gpu)
+    _refuse_if_used(config, inventory, [(vendor, gpu) for vendor, gpu, _ in plan])
     if args.dry_run:
         for vendor, gpu, layout in plan:
             print(f"would put {get(vendor).LABEL} GPU {gpu.pci} in {_shown(layout)}")
@@ -101,23 +100,26 @@ def _chosen(inv: VendorInventory, gpus: object, where: str) -> list[Gpu]:
     return list(dict.fromkeys(out))
 
 
-def _refuse_if_used(config: Config, inventory: Inventory, vendor: str, gpu: Gpu) -> None:
-    """GpuhookError naming the containers (and processes) that use `gpu` or any of its slices."""
-    from gpuhook.apply import containers
-    from gpuhook.host.holders import holders
+def _refuse_if_used(config: Config, inventory: Inventory, chosen: list[tuple[str, Gpu]]) -> None:
+    """GpuhookError naming the containers (and processes) that use the first of `chosen` GPUs (or any of its
+    slices) any use; state_dir and /proc are read once for all of them."""
+    from gpuhook.cli.upgrade_commands import users
 
-    inv = inventory.vendor(vendor)
-    family = [g for g in (*(inv.gpus if inv else ()), *(inv.slices if inv else ()))
-              if (g.parent or g.key()) == (gpu.parent or gpu.key())]
-    keys = {g.key() for g in family} | {gpu.parent} - {""}
-    records = containers.live_records(config.state_dir, prune=False) if os.path.isdir(config.state_dir) else []
-    users = [r.id for r in records if keys & set(r.gpus)]
-    numbers = frozenset((n.major, n.minor) for g in family for n in g.nodes)
-    procs = [f"{h.command} ({h.pid})" for h in holders(numbers)]
-    if users or procs:
-        who = ", ".join([*(f"container {u}" for u in users), *procs][:4])
-        raise GpuhookError(f"GPU {gpu.pci} is in use by {who}: stop them before its partitions change "
-                           "(`gpuhook upgrade plan` lists what holds the GPUs); nothing was changed")
+    families = []
+    for vendor, gpu in chosen:
+        inv = inventory.vendor(vendor)
+        families.append((gpu, [g for g in (*(inv.gpus if inv else ()), *(inv.slices if inv else ()))
+                               if (g.parent or g.key()) == (gpu.parent or gpu.key())]))
+    records, held = users(config, frozenset((n.major, n.minor) for _, family in families for g in family
+                                            for n in g.nodes))
+    for gpu, family in families:
+        keys = {g.key() for g in family} | {gpu.parent} - {""}
+        numbers = {(n.major, n.minor) for g in family for n in g.nodes}
+        who = [*(f"container {r.id}" for r in records if keys & set(r.gpus)),
+               *(f"{h.command} ({h.pid})" for h in held if numbers & set(h.nodes))]
+        if who:
+            raise GpuhookError(f"GPU {gpu.pci} is in use by {', '.join(who[:4])}: stop them before its partitions "
+                               "change (`gpuhook upgrade plan` lists what holds the GPUs); nothing was changed")
 
 
 def _refresh(config: Config, vendors: list[str], labels_path: str | None) -> None:

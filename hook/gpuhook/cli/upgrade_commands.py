@@ -17,7 +17,9 @@ if TYPE_CHECKING:
     import argparse
     from typing import Any
 
+    from gpuhook.apply.containers import ContainerRecord
     from gpuhook.config import Config
+    from gpuhook.host.holders import Holder
     from gpuhook.kubernetes.apiserver import ApiServer
     from gpuhook.kubernetes.upgrade import GpuPod
 
@@ -99,21 +101,29 @@ def _pods(api: ApiServer, args: argparse.Namespace, config: Config) -> list[GpuP
     return upgrade.gpu_pods(api, args.node, resources, set(args.dra_driver))
 
 
-def _host_view(config: Config) -> dict[str, Any]:
-    """The GPU containers gpuhook recorded here and the processes holding GPU device nodes open. Reads the host."""
+def users(config: Config, numbers: frozenset[tuple[int, int]]) -> tuple[list[ContainerRecord], list[Holder]]:
+    """The live GPU containers gpuhook recorded (state_dir is not made when absent) and the processes holding any
+    device of `numbers` (major, minor) open. Reads state_dir and /proc."""
     from gpuhook.apply import containers
     from gpuhook.host.holders import holders
+
+    records = containers.live_records(config.state_dir, prune=False) if os.path.isdir(config.state_dir) else []
+    return records, holders(numbers)
+
+
+def _host_view(config: Config) -> dict[str, Any]:
+    """The GPU containers gpuhook recorded here and the processes holding GPU device nodes open. Reads the host."""
     from gpuhook.host.root import Root
     from gpuhook.vendors.discover import discover
 
-    records = containers.live_records(config.state_dir, prune=False) if os.path.isdir(config.state_dir) else []
     inventory = discover(Root(config.host_root))
-    numbers = frozenset((n.major, n.minor) for inv in inventory.vendors
-                        for n in (*inv.shared_nodes, *(m for g in (*inv.gpus, *inv.slices) for m in g.nodes)))
+    records, held = users(config, frozenset(
+        (n.major, n.minor) for inv in inventory.vendors
+        for n in (*inv.shared_nodes, *(m for g in (*inv.gpus, *inv.slices) for m in g.nodes))))
     return {"containers": [{"id": r.id, "pod": f"{r.namespace}/{r.pod}/{r.container}" if r.pod else "",
                             "gpus": list(r.gpus), "drivers": [f"{v} {d}" for v, d in r.drivers]} for r in records],
             "processes": [{"pid": h.pid, "command": h.command, "nodes": [f"{a}:{b}" for a, b in h.nodes],
-                           "cgroup": h.cgroup} for h in holders(numbers)],
+                           "cgroup": h.cgroup} for h in held],
             "drivers": {inv.vendor: inv.driver_version or "" for inv in inventory.vendors}}
 
 
