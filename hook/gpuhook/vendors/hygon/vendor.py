@@ -8,18 +8,23 @@ from __future__ import annotations
 
 import os
 
-from gpuhook.edits import DeviceNode, Edits, Mount, merge
+from gpuhook.edits import Edits, Mount, merge
 from gpuhook.frozen import replace
 from gpuhook.host.devnodes import read_node
 from gpuhook.host.inventory import DriverFile, Gpu, VendorInventory
-from gpuhook.request.ids import is_hex
 from gpuhook.vendors.amd.kfd import NODES, gpu_nodes, kfd_gpus, kfd_properties
+
+# the KFD interface hycu keeps: ids, the nodes that claim a DCU, the process list masked, no procfs of its own
+from gpuhook.vendors.amd.vendor import claims as claims
+from gpuhook.vendors.amd.vendor import hardening as hardening
+from gpuhook.vendors.amd.vendor import identify as identify
+from gpuhook.vendors.amd.vendor import parse_id as parse_id
+from gpuhook.vendors.amd.vendor import procfs_files as procfs_files
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from gpuhook.config import Policy
     from gpuhook.host.image import InRoot
     from gpuhook.host.root import Root
     from gpuhook.request.tuning import Tuning
@@ -40,7 +45,6 @@ STACK: str | None = "DTK"
 PCI_VENDOR = "0x1d94"  # Hygon's (its CPUs' functions have it too: only KFD's GPU nodes are taken)
 KFD, MKFD = "/dev/kfd", "/dev/mkfd"
 HAL = "/opt/hyhal"  # the driver's user space: hy-smi, librocm_smi64, libhsa-runtime64, env.sh
-KFD_PROC = "/sys/class/kfd/kfd/proc"
 MODULES = ("hycu", "hydcu")  # the driver's module from 6.3 on, and before
 # PCI device id -> product, as Hygon's DCU tools name them (HAMi's dcu-dcgm table, 2025)
 PRODUCTS = {0x54b7: "Z100", 0x55b7: "Z100L", 0x62b7: "K100", 0x62c7: "K100-LC", 0x6210: "K100_AI",
@@ -71,39 +75,12 @@ def discover(root: Root) -> VendorInventory | None:
     return VendorInventory(NAME, version, tuple(gpus), shared, files, notes)
 
 
-def parse_id(item: str) -> str | None:
-    """A KFD unique id (0x followed by 1-16 hex digits), as hex() writes it; None for anything else."""
-    if item[:2] in ("0x", "0X") and is_hex(item[2:], 1, 16):
-        return hex(int(item, 16))
-    return None
-
-
 def plan(inv: VendorInventory, gpus: Sequence[Gpu], capabilities: frozenset[str], host_base: str) -> Edits:
     """/dev/kfd, /dev/mkfd, each DCU's render and card node, and the host's HAL read-only at /opt/hyhal (one copy
     for every container, as Hygon's instructions mount it)."""
     mounts = tuple(Mount(f.source if host_base == "/" else host_base.rstrip("/") + f.source, f.target)
                    for f in inv.files if f.kind == "dir")
     return merge([Edits.for_nodes([*inv.shared_nodes, *(n for g in gpus for n in g.nodes)]), Edits(mounts=mounts)])
-
-
-def identify(root: Root, inv: VendorInventory, idents: Sequence[str] | None) -> VendorInventory:
-    """Every identity comes from sysfs: `inv` as it is."""
-    return inv
-
-
-def claims(gpu: Gpu) -> tuple[DeviceNode, ...]:
-    """A spec with the DCU's render node has the DCU (card nodes may come as all of /dev/dri)."""
-    return tuple(n for n in gpu.nodes if "card" not in n.path)
-
-
-def hardening(policy: Policy) -> Edits:
-    """KFD's process list hidden ([policy] mask_kfd_proc), as for AMD."""
-    return Edits(masked_paths=(KFD_PROC,) if policy.mask_kfd_proc else ())
-
-
-def procfs_files(root: Root, gpus: Sequence[Gpu], policy: Policy) -> tuple[str, dict[str, str]] | None:
-    """The driver has no procfs of its own to copy."""
-    return None
 
 
 def settings(tuning: Tuning, gpu: Gpu) -> tuple[Setting, ...]:
