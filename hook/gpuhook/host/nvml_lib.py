@@ -141,15 +141,10 @@ class Nvml:
         return info
 
     def gpu_instances(self, device: ctypes.c_void_p, profile_id: int) -> list[ctypes.c_void_p]:
-        handles = (ctypes.c_void_p * 64)()
-        count = _uint(64)
-        self._call("nvmlDeviceGetGpuInstances", device, _uint(profile_id), handles, ctypes.byref(count))
-        return [ctypes.c_void_p(handles[i]) for i in range(count.value)]
+        return self._instances("nvmlDeviceGetGpuInstances", device, profile_id)
 
     def create_gpu_instance(self, device: ctypes.c_void_p, profile_id: int) -> ctypes.c_void_p:
-        gi = ctypes.c_void_p()
-        self._call("nvmlDeviceCreateGpuInstance", device, _uint(profile_id), ctypes.byref(gi))
-        return gi
+        return self._created("nvmlDeviceCreateGpuInstance", device, profile_id)
 
     def ci_profile(self, gi: ctypes.c_void_p, profile: int) -> ComputeInstanceProfile:
         info = ComputeInstanceProfile()
@@ -157,15 +152,23 @@ class Nvml:
         return info
 
     def compute_instances(self, gi: ctypes.c_void_p, profile_id: int) -> list[ctypes.c_void_p]:
-        handles = (ctypes.c_void_p * 64)()
-        count = _uint(64)
-        self._call("nvmlGpuInstanceGetComputeInstances", gi, _uint(profile_id), handles, ctypes.byref(count))
-        return [ctypes.c_void_p(handles[i]) for i in range(count.value)]
+        return self._instances("nvmlGpuInstanceGetComputeInstances", gi, profile_id)
 
     def create_compute_instance(self, gi: ctypes.c_void_p, profile_id: int) -> ctypes.c_void_p:
-        ci = ctypes.c_void_p()
-        self._call("nvmlGpuInstanceCreateComputeInstance", gi, _uint(profile_id), ctypes.byref(ci))
-        return ci
+        return self._created("nvmlGpuInstanceCreateComputeInstance", gi, profile_id)
+
+    def _instances(self, name: str, owner: ctypes.c_void_p, profile_id: int) -> list[ctypes.c_void_p]:
+        """The GPU or compute instances of a profile an NVML call lists (at most 64: a GPU has 7 slices)."""
+        handles = (ctypes.c_void_p * 64)()
+        count = _uint(64)
+        self._call(name, owner, _uint(profile_id), handles, ctypes.byref(count))
+        return [ctypes.c_void_p(handles[i]) for i in range(count.value)]
+
+    def _created(self, name: str, owner: ctypes.c_void_p, profile_id: int) -> ctypes.c_void_p:
+        """The handle of the instance an NVML create call made."""
+        made = ctypes.c_void_p()
+        self._call(name, owner, _uint(profile_id), ctypes.byref(made))
+        return made
 
     def destroy_compute_instance(self, ci: ctypes.c_void_p) -> None:
         self._call("nvmlComputeInstanceDestroy", ci)
