@@ -100,6 +100,9 @@ def _arguments() -> argparse.Namespace:
     p.add_argument("--installed", metavar="BINDIR",
                    help="measure gpuhook as installed there (install.sh's PREFIX/bin, the .deb's /opt/gpuhook) instead "
                         "of launchers written from this checkout")
+    p.add_argument("--peers", metavar="DIR",
+                   help="look for NVIDIA's and AMD's runtimes (and nvidia-ctk, nvidia-cdi-hook) here before PATH: "
+                        "the directory `bash tools/components/build.sh` prints")
     args = p.parse_args()
     if args.rounds < 2:
         p.error("--rounds must be at least 2 (p90 needs two samples)")
@@ -117,7 +120,7 @@ def _become_subreaper() -> None:
 def _bench(args: argparse.Namespace, work: Path) -> None:
     modes = ("cycle", "run") if args.mode == "both" else (args.mode,)
     variants, notes = _variants(work, [int(n) for n in args.scale.split(",")], args.python, args.warm,
-                                args.installed)
+                                args.installed, args.peers)
     if args.only:
         variants = [v for v in variants if v.name == BASELINE or any(t in v.name for t in args.only)]
     if any(v.name.startswith(WARM) for v in variants):
@@ -223,7 +226,7 @@ def _wait_init(v: Variant, pid: int) -> None:
 
 
 def _variants(work: Path, scale: list[int], python: str, warm: str,
-              installed: str | None = None) -> tuple[list[Variant], list[str]]:
+              installed: str | None = None, peers: str | None = None) -> tuple[list[Variant], list[str]]:
     """Every variant's bundle, config and environment under `work` (gpuhook from `installed`, else launchers
     written from this checkout), and notes on rows left out. Writes files."""
     rootfs = work / "rootfs"
@@ -290,7 +293,7 @@ def _variants(work: Path, scale: list[int], python: str, warm: str,
         for vendor in VENDORS:
             add(f"PyInstaller binary {vendor} 1 of 8 GPUs", [str(binary)], {"GPUHOOK_CONFIG": str(configs[8])},
                 gpus(vendor, "0"))
-    notes = _vendor_runtimes(add, work, gpuhook, configs[8])
+    notes = _vendor_runtimes(add, work, gpuhook, configs[8], hosts[8], peers)
     return out, notes
 
 
@@ -318,23 +321,34 @@ def _config(work: Path, name: str, host: str, extra: str = "") -> Path:
     return path
 
 
-def _vendor_runtimes(add: AddVariant, work: Path, gpuhook: str, config: Path) -> list[str]:
-    """Rows for NVIDIA's and AMD's own runtimes, where they are on PATH (never a dependency); notes on what is
-    left out. NVIDIA's runs in CDI mode on gpuhook's spec of the simulated host. AMD's reads the host's real
-    GPUs (it cannot be pointed at a simulated host): its rows mean something only on a real AMD host."""
+def _vendor_runtimes(add: AddVariant, work: Path, gpuhook: str, config: Path, host: str,
+                     peers: str | None) -> list[str]:
+    """Rows for NVIDIA's and AMD's own runtimes, where they are on PATH or in `peers` (never a dependency);
+    notes on what is left out. NVIDIA's runs in CDI mode twice: on gpuhook's spec of the simulated host, and on
+    the spec its own nvidia-ctk writes of that host. AMD's reads the host's real GPUs (it cannot be pointed at a
+    simulated host): its rows mean something only on a real AMD host."""
     notes = []
-    nvidia = shutil.which("nvidia-container-runtime")
+    path = os.pathsep.join(p for p in (peers, os.environ["PATH"]) if p)
+    nvidia = shutil.which("nvidia-container-runtime", path=path)
     if nvidia:
         problem = _cdi_spec(work, gpuhook, config)
         if problem:
-            notes.append(f"dropped NVIDIA's runtime rows: {problem}")
+            notes.append(f"dropped NVIDIA's runtime rows on gpuhook's spec: {problem}")
         else:
-            env = {"XDG_CONFIG_HOME": str(_nvidia_config(work))}
+            env = {"XDG_CONFIG_HOME": str(_nvidia_config(work, "cdi"))}
             add("NVIDIA's runtime (CDI) pass-through", [nvidia], env, optional=True)
             for name, device in (("1 of 8 GPUs", "0"), ("all 8 GPUs", "all")):
-                add(f"NVIDIA's runtime (CDI) {name}", [nvidia], env,
+                add(f"NVIDIA's runtime (CDI) on gpuhook's spec, {name}", [nvidia], env,
                     {"cdi.k8s.io/gpuhook-bench": f"nvidia.com/gpu={device}"}, optional=True)
-    amd = shutil.which("amd-container-runtime")
+        problem = _nvidia_own_spec(work, host, path)
+        if problem:
+            notes.append(f"dropped NVIDIA's runtime rows on its own spec: {problem}")
+        else:
+            env = {"XDG_CONFIG_HOME": str(_nvidia_config(work, "cdi-nvidia"))}
+            for name, device in (("1 of 8 GPUs", "0"), ("all 8 GPUs", "all")):
+                add(f"NVIDIA's runtime (CDI) on NVIDIA's spec, {name}", [nvidia], env,
+                    {"cdi.k8s.io/gpuhook-bench": f"nvidia.com/gpu={device}"}, optional=True)
+    amd = shutil.which("amd-container-runtime", path=path)
     if amd:
         add("AMD's runtime pass-through", [amd], {}, optional=True)
         for device in ("0", "all"):
@@ -347,6 +361,7 @@ def _cdi_spec(work: Path, gpuhook: str, config: Path) -> str | None:
     """gpuhook's CDI spec of the simulated host's NVIDIA GPUs in work/cdi; what went wrong, or None. Runs
     `gpuhook cdi generate`."""
     output = work / "cdi" / "gpuhook-nvidia.json"
+    output.parent.mkdir()
     done = subprocess.run([gpuhook, "cdi", "generate", "--vendor", "nvidia", "--output", str(output)],
                           env={"PATH": os.environ["PATH"], "GPUHOOK_CONFIG": str(config)},
                           capture_output=True, text=True, check=False)
@@ -355,13 +370,31 @@ def _cdi_spec(work: Path, gpuhook: str, config: Path) -> str | None:
     return None
 
 
-def _nvidia_config(work: Path) -> Path:
-    """An XDG config dir whose nvidia-container-runtime config selects CDI mode on work/cdi. Writes a file."""
-    xdg = work / "xdg"
+def _nvidia_own_spec(work: Path, host: str, path: str) -> str | None:
+    """NVIDIA's CDI spec of the simulated host, by its nvidia-ctk (asking the host's stub NVML, which counts the
+    /dev/nvidia<N> it sees: the host's /dev over this one's, in a mount namespace of its own), in
+    work/cdi-nvidia; what went wrong, or None."""
+    ctk, hook = shutil.which("nvidia-ctk", path=path), shutil.which("nvidia-cdi-hook", path=path)
+    if not ctk or not hook:
+        return "nvidia-ctk or nvidia-cdi-hook is not there (tools/components/build.sh builds both)"
+    done = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c", f'mount --bind "{host}/dev" /dev && exec "$@"',
+         "-", ctk, "cdi", "generate", "--driver-root", host, "--dev-root", host, "--format", "json",
+         "--nvidia-cdi-hook-path", hook, "--output", str(work / "cdi-nvidia" / "nvidia.json")],
+        env={"PATH": os.environ["PATH"], "LD_LIBRARY_PATH": f"{host}/usr/lib/x86_64-linux-gnu"},
+        capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        return f"nvidia-ctk cdi generate failed: {done.stderr.strip()[-500:]}"
+    return None
+
+
+def _nvidia_config(work: Path, specs: str) -> Path:
+    """An XDG config dir whose nvidia-container-runtime config selects CDI mode on work/`specs`. Writes a file."""
+    xdg = work / f"xdg-{specs}"
     (xdg / "nvidia-container-runtime").mkdir(parents=True)
     (xdg / "nvidia-container-runtime" / "config.toml").write_text(
         '[nvidia-container-runtime]\nmode = "cdi"\nruntimes = ["runc"]\n\n'
-        f'[nvidia-container-runtime.modes.cdi]\nspec-dirs = ["{work}/cdi"]\ndefault-kind = "nvidia.com/gpu"\n')
+        f'[nvidia-container-runtime.modes.cdi]\nspec-dirs = ["{work}/{specs}"]\ndefault-kind = "nvidia.com/gpu"\n')
     return xdg
 
 
@@ -385,6 +418,7 @@ def _report(variants: list[Variant], modes: tuple[str, ...], args: argparse.Name
     if not (REPO / "dist/gpuhook/gpuhook-runtime").exists():
         print("\nPyInstaller binary: not built (bash packaging/build-binary.sh)")
     _report_floors(medians)
+    _report_specs(medians)
     for prefix in ("", WARM):
         added = _log_file_ms(_rows(medians, prefix))
         if added is not None:
@@ -404,6 +438,17 @@ def _report_floors(medians: dict[str, float]) -> None:
             if med is not None:
                 print(f"  {prefix or 'direct: '}{row:<24} {(med - floor) * 1000:+6.1f} ms  x{med / floor:.2f} "
                       f"(floor {floor / medians[BASELINE]:.2f} of runc)")
+
+
+def _report_specs(medians: dict[str, float]) -> None:
+    """NVIDIA's runtime on gpuhook's CDI spec against the same runtime on NVIDIA's own spec (#27: at least as fast)."""
+    for name in ("1 of 8 GPUs", "all 8 GPUs"):
+        ours = medians.get(f"NVIDIA's runtime (CDI) on gpuhook's spec, {name}")
+        theirs = medians.get(f"NVIDIA's runtime (CDI) on NVIDIA's spec, {name}")
+        if ours is not None and theirs is not None:
+            print(f"\nNVIDIA's runtime, {name}: on gpuhook's spec {ours * 1000:.1f} ms, on NVIDIA's own "
+                  f"{theirs * 1000:.1f} ms ({(ours - theirs) * 1000:+.1f} ms, "
+                  f"{'ok' if ours <= theirs else 'MISS'}: gpuhook's spec is to be at least as fast)")
 
 
 def _table(variants: list[Variant], mode: str) -> None:

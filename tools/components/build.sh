@@ -9,6 +9,8 @@
 #   helm/        helm.sh/helm/v3 v3.22.0: helm
 #   cri-o/       github.com/cri-o/cri-o v1.36.3: crio, and pinns (C, from the module's own source, with cc)
 #   gotemplate/  Go's text/template alone: renders a k3s/RKE2 containerd config template as those distributions do
+#   nvidia-ctk/  github.com/NVIDIA/nvidia-container-toolkit v1.20.2: nvidia-container-runtime, nvidia-ctk,
+#                nvidia-cdi-hook (with cgo: go-nvml opens libnvidia-ml.so.1 with dlopen), the peer NVIDIA users run
 # Once per machine: each component's binaries go to a cache directory keyed by its module set and build flags, and
 # later runs reuse them (a change to one component rebuilds that one). GPUHOOK_COMPONENTS_CACHE moves the cache.
 #   bash tools/components/build.sh      prints one directory with links to every binary
@@ -43,6 +45,9 @@ build() {
 
 build etcd "" gpuhook.dev/tests/components/etcd
 build gotemplate "" gpuhook.dev/tests/components/gotemplate
+nv=github.com/NVIDIA/nvidia-container-toolkit
+CGO_ENABLED=1 build nvidia-ctk "-X $nv/internal/info.version=$(version nvidia-ctk $nv)" \
+  $nv/cmd/nvidia-container-runtime $nv/cmd/nvidia-ctk $nv/cmd/nvidia-cdi-hook
 # CRI-O without cgo: image signatures through the pure Go openpgp, no ostree, btrfs or devicemapper storage
 TAGS="containers_image_openpgp containers_image_ostree_stub exclude_graphdriver_btrfs exclude_graphdriver_devicemapper" \
   build cri-o "" github.com/cri-o/cri-o/cmd/crio

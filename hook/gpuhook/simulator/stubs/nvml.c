@@ -110,6 +110,52 @@ int nvmlDeviceGetUUID(device_t *d, char *uuid, unsigned int length) {
     else snprintf(uuid, length, "GPU-%08x-5a1e-4000-8000-%012x", d->index, 0xD00D0000u + (unsigned)d->index);
     return 0;
 }
+/* What NVIDIA's own tools (nvidia-ctk, go-nvml) ask besides: handles by index, minor numbers, PCI ids, names, as
+   the simulator lays the GPUs out (sim.py: GPU i at 0000:<0x10 + i>:00.0, /dev/nvidia<i>). */
+int nvmlDeviceGetHandleByIndex_v2(unsigned int index, device_t **device) {
+    unsigned int count;
+    nvmlDeviceGetCount_v2(&count);
+    if (index >= count || index >= 256) return 2; /* NVML_ERROR_INVALID_ARGUMENT */
+    devices[index].index = (int)index;
+    devices[index].mig = -1;
+    *device = &devices[index];
+    return 0;
+}
+int nvmlDeviceGetHandleByIndex(unsigned int index, device_t **device) {
+    return nvmlDeviceGetHandleByIndex_v2(index, device);
+}
+int nvmlDeviceGetMinorNumber(device_t *d, unsigned int *minor) {
+    if (d->mig >= 0) return 3; /* NVML_ERROR_NOT_SUPPORTED, as for a MIG device */
+    *minor = (unsigned int)d->index;
+    return 0;
+}
+typedef struct {
+    char busIdLegacy[16];
+    unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
+    char busId[32];
+} pci_t;
+static int pci_info(device_t *d, pci_t *p) {
+    if (d->mig >= 0) return 3;
+    memset(p, 0, sizeof *p);
+    p->bus = 0x10 + (unsigned)d->index;
+    p->pciDeviceId = 0x233010de; /* H100 SXM5 80GB, NVIDIA's vendor id in the low half */
+    snprintf(p->busId, sizeof p->busId, "00000000:%02X:00.0", p->bus);
+    snprintf(p->busIdLegacy, sizeof p->busIdLegacy, "0000:%02X:00.0", p->bus);
+    return 0;
+}
+int nvmlDeviceGetPciInfo_v3(device_t *d, pci_t *p) { return pci_info(d, p); }
+int nvmlDeviceGetPciInfo_v2(device_t *d, pci_t *p) { return pci_info(d, p); }
+int nvmlDeviceGetPciInfo(device_t *d, pci_t *p) { return pci_info(d, p); }
+int nvmlDeviceGetName(device_t *d, char *name, unsigned int length) {
+    (void)d;
+    snprintf(name, length, "%s", "NVIDIA H100 80GB HBM3");
+    return 0;
+}
+int nvmlSystemGetNVMLVersion(char *version, unsigned int length) {
+    snprintf(version, length, "12.%s", STUB_DRIVER_VERSION);
+    return 0;
+}
+
 /* MIG mode as set (STUB_STATE.migmode: "<gpu> <mode>" lines), else on where the table has the GPU's devices. */
 static int mig_mode(int gpu) {
     int mode = 0, g, m;
