@@ -65,6 +65,8 @@ def serve(path: str = "", spares: int = SPARES) -> int:
 
     import gc
 
+    from gpuhook.vendors.discover import refresh
+
     gc.freeze()  # what was imported stays shared with the workers (no copy-on-write from the collector)
     taken_r, taken_w = os.pipe2(os.O_CLOEXEC)
     waiting: set[int] = set()  # workers not yet holding a call
@@ -84,6 +86,7 @@ def serve(path: str = "", spares: int = SPARES) -> int:
                 if memo >= 0:
                     learning[pid] = memo
             _reap(waiting, taken_r, learning, hot)
+            refresh()
     finally:
         if _same_socket(path, mine):
             os.unlink(path)  # first: no new caller queues for a daemon that is going
@@ -186,16 +189,18 @@ def _preload() -> None:
             importlib.import_module(name)
         except ImportError:
             continue
-    _preload_amd_smi()
+    _preload_host()
 
 
-def _preload_amd_smi() -> None:
-    """libamd_smi.so of the host this daemon's config names, loaded (not started) where it has one: AMD tuning
+def _preload_host() -> None:
+    """The host this daemon's config names, discovered once (what vendors remember of it, NVIDIA's driver files,
+    the workers then find in memory), and its libamd_smi.so loaded (not started) where it has one: AMD tuning
     calls it through ctypes (host/amd_smi_lib.py), and a worker then finds it mapped. A config not validated yet
     is validated in a child, so that the daemon (and every worker it forks) stays without jsonschema's 9 MiB."""
     from gpuhook.config import load
     from gpuhook.errors import GpuhookError
     from gpuhook.host.root import Root
+    from gpuhook.vendors.discover import discover
 
     pid = os.fork()  # the config validated (and its cache written) by a child: jsonschema never loads in here
     if pid == 0:
@@ -205,7 +210,9 @@ def _preload_amd_smi() -> None:
             os._exit(0)
     os.waitpid(pid, 0)
     try:
-        library = os.path.join(Root(load().host_root).resolve("/opt/rocm"), "lib/libamd_smi.so")
+        root = Root(load().host_root)
+        discover(root)  # what vendors remember of the host (vendors.discover.refresh keeps it current)
+        library = os.path.join(root.resolve("/opt/rocm"), "lib/libamd_smi.so")
         if os.path.exists(library):
             import ctypes
 

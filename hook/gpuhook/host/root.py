@@ -109,6 +109,9 @@ class Root:
 
     def to_host(self, real: str) -> str:
         """Return the host-absolute name (as seen with this root as `/`) of a real path under the root."""
+        prefix = self.base.rstrip("/") + "/"
+        if real.startswith(prefix) and "//" not in real and "/." not in real and not real.endswith("/"):
+            return real[len(prefix) - 1:]  # already normal, as resolve() makes them: no relpath (GPU path, per file)
         rel = os.path.relpath(real, self.base)
         if rel == ".":
             return "/"

@@ -14,6 +14,15 @@ def discover(root: Root, only: frozenset[str] | None = None) -> Inventory:
     return Inventory(root.base, tuple(inv for v in vendors if (inv := v.discover(root)) is not None))
 
 
+def refresh() -> None:
+    """What vendors remember of a host between discoveries (NVIDIA's driver files), read again where it changed:
+    the warm helper's daemon calls it between calls, so that the workers it forks find it current."""
+    for v in all_vendors():
+        again = getattr(v, "refresh", None)  # optional: most vendors remember nothing
+        if again is not None:
+            again()
+
+
 def identified(root: Root, inventory: Inventory, idents: tuple[str, ...] | None = None) -> Inventory:
     """`inventory` with what each vendor's library alone knows of the GPUs `idents` name (NVIDIA's MIG UUIDs
     from NVML; None: of every GPU, for listings); the same value when nothing needs it. May load a library."""

@@ -6,9 +6,11 @@ from collections.abc import Callable
 
 import pytest
 
+from gpuhook.host.inventory import DriverFile
 from gpuhook.host.root import Root
 from gpuhook.vendors.amd import kfd
 from gpuhook.vendors.discover import discover
+from gpuhook.vendors.nvidia import files
 from gpuhook.vendors.nvidia import vendor as nvidia
 
 FakeHost = Callable[..., str]
@@ -114,3 +116,60 @@ def test_discovery_limited_to_named_vendors(fake_host: FakeHost, only: frozenset
     root = Root(fake_host(nvidia=2, amd=2))
     assert {v.vendor for v in discover(root, only).vendors} == only
     assert {v.vendor for v in discover(root).vendors} == {"nvidia", "amd"}
+
+
+def _still(root: str) -> None:
+    """Every directory and file of `root` as if last changed a minute ago: settled, so driver_files remembers."""
+    old = os.stat(root).st_mtime - 60
+    for folder, dirs, names in os.walk(root):
+        for name in [*dirs, *names]:
+            os.utime(os.path.join(folder, name), (old, old), follow_symlinks=False)
+    os.utime(root, (old, old))
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls: list[int] = []
+    real = files._driver_files
+
+    def counted(root: Root, version: str | None) -> tuple[tuple[DriverFile, ...], set[str]]:
+        calls.append(1)
+        return real(root, version)
+
+    monkeypatch.setattr(files, "_driver_files", counted)
+    monkeypatch.setattr(files, "_MEMO", {})
+    return calls
+
+
+@pytest.mark.parametrize("cache", [True, False])
+def test_driver_files_remembered_until_a_driver_file_changes(fake_host: FakeHost, cache: bool,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    root = fake_host(nvidia=1)
+    lib = root + "/usr/lib/x86_64-linux-gnu"
+    if not cache:
+        os.unlink(root + "/etc/ld.so.cache")
+    _still(root)
+    calls = _counting(monkeypatch)
+    first = nvidia.discover(Root(root))
+    assert first is not None and nvidia.discover(Root(root)) == first and len(calls) == 1
+    os.unlink(lib + "/libnvidia-opencl.so.550.54.15")  # an uninstall: the directory changed
+    again = nvidia.discover(Root(root))
+    assert again is not None and len(calls) == 2
+    assert {f.source for f in first.files} - {f.source for f in again.files} == \
+        {"/usr/lib/x86_64-linux-gnu/libnvidia-opencl.so.550.54.15"}
+
+
+def test_driver_files_not_remembered_while_a_directory_is_changing(fake_host: FakeHost,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A directory changed within the file system's clock tick could change again unseen: read every time."""
+    root = fake_host(nvidia=1)
+    calls = _counting(monkeypatch)
+    nvidia.discover(Root(root))
+    nvidia.discover(Root(root))
+    assert len(calls) == 2
+    _still(root)
+    files.refresh()  # the warm daemon's turn: reads the unsettled answer again, now settled
+    nvidia.discover(Root(root))
+    assert len(calls) == 3
+    shutil.copy2(root + "/usr/bin/nvidia-smi", root + "/usr/bin/nvidia-debugdump2")  # a tool directory changed
+    files.refresh()
+    assert len(calls) == 4

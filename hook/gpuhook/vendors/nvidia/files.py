@@ -4,12 +4,15 @@ linker cache (one pass) or the standard library directories, inside a Root."""
 from __future__ import annotations
 
 import os
+import time
 
 from gpuhook.host import ldcache
 from gpuhook.host.inventory import DriverFile
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from gpuhook.host.root import Root
 
 # Driver libraries (SONAME stems) and tools per capability, after NVIDIA's own container toolkit lists.
@@ -35,13 +38,66 @@ LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu/nvidia/curre
 BIN_DIRS = ("/usr/bin", "/usr/sbin", "/usr/local/bin", "/bin", "/sbin")
 
 
+# (host root, driver version) -> (the directories the answer was read from, with their identities; the answer;
+# whether they had all been still for _SETTLED_NS when read): a process that discovers again and again (the warm
+# helper's workers, the device plugin, the exporter) reads the driver's files once per change there, not once per
+# container (~1 ms of the GPU path's ~3). Unsettled answers are never reused: a file system's clock is coarse, and
+# a change in the same tick as the read would leave the directory's mtime as it was.
+_SETTLED_NS = 2_000_000_000
+_MEMO: dict[tuple[str, str | None],
+            tuple[tuple[tuple[str, int, int, int], ...], tuple[DriverFile, ...], bool]] = {}
+
+
 def driver_files(root: Root, version: str | None) -> tuple[DriverFile, ...]:
-    """The driver's libraries (of the loaded version where several are there) and tools, per capability. Reads."""
-    cache = _cached_libraries(root)
+    """The driver's libraries (of the loaded version where several are there) and tools, per capability. Reads:
+    the last answer again while the linker cache and every directory it came from are as they were (a driver
+    installed or removed adds, removes or renames entries there, and rewrites the cache)."""
+    key = (root.base, version)
+    known = _MEMO.get(key)
+    if known is not None and known[2] and _identities(d for d, *_ in known[0]) == known[0]:
+        return known[1]
+    found, read = _driver_files(root, version)
+    identities = _identities(sorted(read))
+    settled = time.time_ns() - _SETTLED_NS
+    _MEMO[key] = (identities, found, all(mtime < settled for *_, mtime in identities))
+    return found
+
+
+def refresh() -> None:
+    """Read again what changed, or had not settled, since it was remembered (the warm helper's daemon, between
+    calls: the workers it forks then find the answer in memory)."""
+    for (base, version), (identities, _, settled) in list(_MEMO.items()):
+        if not settled or _identities(d for d, *_ in identities) != identities:
+            from gpuhook.errors import GpuhookError
+            from gpuhook.host.root import Root
+
+            try:
+                driver_files(Root(base), version)
+            except (GpuhookError, OSError):  # the root went (a simulated host removed): nothing to remember
+                _MEMO.pop((base, version), None)
+
+
+def _identities(paths: Iterable[str]) -> tuple[tuple[str, int, int, int], ...]:
+    """(path, device, inode, mtime) of each path; zeros for one that is not there."""
+    out = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+            out.append((path, st.st_dev, st.st_ino, st.st_mtime_ns))
+        except OSError:
+            out.append((path, 0, 0, 0))
+    return tuple(out)
+
+
+def _driver_files(root: Root, version: str | None) -> tuple[tuple[DriverFile, ...], set[str]]:
+    """driver_files' answer, and the real paths it depends on: the linker cache and the directories read."""
+    cache_path = root.resolve("/etc/ld.so.cache")
+    cache = _cached_libraries(cache_path)
+    read = {cache_path} | {root.resolve(d) for d in (BIN_DIRS if cache is not None else (*BIN_DIRS, *LIB_DIRS))}
     out: list[DriverFile] = []
     for cap, stems in LIBRARIES.items():
         for stem in stems:
-            found = _find_library(root, cache, stem)
+            found = _find_library(root, cache, stem, read)
             matching = [p for p in found if version and p.endswith(f".so.{version}")]
             for real in matching or found:
                 host = root.to_host(real)
@@ -51,16 +107,17 @@ def driver_files(root: Root, version: str | None) -> tuple[DriverFile, ...]:
             for d in BIN_DIRS:
                 real = root.resolve(f"{d}/{name}")
                 if os.path.isfile(real):
+                    read.add(os.path.dirname(real))
                     out.append(DriverFile(cap, "bin", root.to_host(real), f"{d}/{name}"))
                     break
-    return tuple(out)
+    return tuple(out), read
 
 
-def _cached_libraries(root: Root) -> dict[str, list[str]] | None:
+def _cached_libraries(path: str) -> dict[str, list[str]] | None:
     """The linker cache's paths by SONAME stem (libcuda.so.1 -> libcuda.so): one pass over a cache that
     holds every library of the host, where a scan per driver library would cost milliseconds."""
     try:
-        with open(root.resolve("/etc/ld.so.cache"), "rb") as f:
+        with open(path, "rb") as f:
             entries = ldcache.parse(f.read())
     except OSError:
         return None
@@ -72,11 +129,15 @@ def _cached_libraries(root: Root) -> dict[str, list[str]] | None:
     return by_stem
 
 
-def _find_library(root: Root, cache: dict[str, list[str]] | None, stem: str) -> list[str]:
-    """Real files (links resolved inside the root) of library `stem`, from the cache or the usual dirs."""
+def _find_library(root: Root, cache: dict[str, list[str]] | None, stem: str, read: set[str]) -> list[str]:
+    """Real files (links resolved inside the root) of library `stem`, from the cache or the usual dirs; adds
+    the directories of the names and of the files found to `read`."""
     if cache is not None:
         candidates = cache.get(stem, [])
     else:
         candidates = [f"{d}/{e}" for d in LIB_DIRS for e in root.listdir(d) if e.startswith(stem + ".")]
     reals = [root.resolve(c) for c in candidates]
-    return list(dict.fromkeys(r for r in reals if os.path.isfile(r)))
+    found = list(dict.fromkeys(r for r in reals if os.path.isfile(r)))
+    read.update(root.resolve(os.path.dirname(c)) for c in candidates)
+    read.update(os.path.dirname(r) for r in found)
+    return found

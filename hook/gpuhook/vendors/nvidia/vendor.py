@@ -9,6 +9,7 @@ from gpuhook.errors import RequestError
 from gpuhook.host.devnodes import read_node
 from gpuhook.host.inventory import Gpu, VendorInventory
 from gpuhook.request.ids import is_hex, normalize_pci
+from gpuhook.vendors.nvidia import files
 from gpuhook.vendors.nvidia import mig as nvidia_mig
 from gpuhook.vendors.nvidia.files import driver_files
 
@@ -58,6 +59,11 @@ def discover(root: Root) -> VendorInventory | None:
     shared = tuple(n for p in (*CONTROL_NODES, MODESET_NODE) if (n := read_node(root, p)))
     slices, notes = nvidia_mig.discover(root, gpus)
     return VendorInventory(NAME, version, tuple(gpus), shared, driver_files(root, version), notes, slices)
+
+
+def refresh() -> None:
+    """What discovery remembers of the host between calls (the driver's files), read again where it changed."""
+    files.refresh()
 
 
 def parse_id(item: str) -> str | None:
