@@ -86,7 +86,8 @@ def serve(path: str = "", spares: int = SPARES) -> int:
                 if memo >= 0:
                     learning[pid] = memo
             _reap(waiting, taken_r, learning, hot)
-            refresh()
+            with contextlib.suppress(Exception):  # what vendors remember: a failure leaves the workers to read it
+                refresh()
     finally:
         if _same_socket(path, mine):
             os.unlink(path)  # first: no new caller queues for a daemon that is going

@@ -18,9 +18,7 @@ def refresh() -> None:
     """What vendors remember of a host between discoveries (NVIDIA's driver files), read again where it changed:
     the warm helper's daemon calls it between calls, so that the workers it forks find it current."""
     for v in all_vendors():
-        again = getattr(v, "refresh", None)  # optional: most vendors remember nothing
-        if again is not None:
-            again()
+        v.refresh()
 
 
 def identified(root: Root, inventory: Inventory, idents: tuple[str, ...] | None = None) -> Inventory:

@@ -59,6 +59,11 @@ class Vendor(Protocol):
         """The vendor's driver, GPUs, nodes and files on the host; None when its driver is absent. Reads."""
         ...
 
+    def refresh(self) -> None:
+        """What `discover` remembers of a host between calls (NVIDIA: its driver files), read again where it
+        changed; nothing for a vendor that remembers nothing. Reads."""
+        ...
+
     def identify(self, root: Root, inv: VendorInventory, idents: Sequence[str] | None) -> VendorInventory:
         """`inv` with the identities only the vendor's library knows (NVIDIA: MIG UUIDs and profiles from NVML)
         filled in, when `idents` (a request's normalised identifiers; None: a listing's, all) need such a one;

@@ -38,6 +38,10 @@ KFD_PROC = "/sys/class/kfd/kfd/proc"  # other tenants' GPU processes
 _NODES = "/sys/class/kfd/kfd/topology/nodes"
 
 
+def refresh() -> None:
+    """Nothing: discovery remembers nothing of the host between calls (its KFD and sysfs files are read anew)."""
+
+
 def discover(root: Root) -> VendorInventory | None:
     """AMD's GPUs in KFD node order (nodes with SIMDs whose PCI vendor is AMD's), their render and card nodes; None
     without KFD, or where KFD is another driver's (no amdgpu module, no AMD GPU)."""

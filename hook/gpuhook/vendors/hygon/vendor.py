@@ -52,6 +52,10 @@ PRODUCTS = {0x54b7: "Z100", 0x55b7: "Z100L", 0x62b7: "K100", 0x62c7: "K100-LC", 
 _MIB = 1 << 20
 
 
+def refresh() -> None:
+    """Nothing: discovery remembers nothing of the host between calls (its KFD and sysfs files are read anew)."""
+
+
 def discover(root: Root) -> VendorInventory | None:
     """The DCUs in KFD node order (GPU nodes whose PCI device is Hygon's), their render and card nodes, /dev/kfd and
     /dev/mkfd, and the host's HAL; None without the driver's module."""
