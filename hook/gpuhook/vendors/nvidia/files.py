@@ -41,9 +41,11 @@ BIN_DIRS = ("/usr/bin", "/usr/sbin", "/usr/local/bin", "/bin", "/sbin")
 # (host root, driver version) -> (the directories the answer was read from, with their identities; the answer;
 # whether they had all been still for _SETTLED_NS when read): a process that discovers again and again (the warm
 # helper's workers, the device plugin, the exporter) reads the driver's files once per change there, not once per
-# container (~1 ms of the GPU path's ~3). Unsettled answers are never reused: a file system's clock is coarse, and
-# a change in the same tick as the read would leave the directory's mtime as it was.
+# container (0.3 ms on a simulated host's 20-entry linker cache; a GPU host's cache has thousands of entries to
+# parse). Unsettled answers are never reused: a file system's clock is coarse, and a change in the same tick as the
+# read would leave the directory's mtime as it was.
 _SETTLED_NS = 2_000_000_000
+_MAX_REMEMBERED = 8  # host roots and driver versions: one in a daemon's life, a few in a test run
 _MEMO: dict[tuple[str, str | None],
             tuple[tuple[tuple[str, int, int, int], ...], tuple[DriverFile, ...], bool]] = {}
 
@@ -59,6 +61,8 @@ def driver_files(root: Root, version: str | None) -> tuple[DriverFile, ...]:
     found, read = _driver_files(root, version)
     identities = _identities(sorted(read))
     settled = time.time_ns() - _SETTLED_NS
+    if len(_MEMO) >= _MAX_REMEMBERED and key not in _MEMO:
+        _MEMO.clear()
     _MEMO[key] = (identities, found, all(mtime < settled for *_, mtime in identities))
     return found
 
