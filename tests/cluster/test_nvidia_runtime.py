@@ -19,10 +19,10 @@ from gpuhook.testing.bundle import make_bundle, oci_config
 from gpuhook.testing.simulate import HostSpec, build_host
 from gpuhook.vendors.nvidia.files import LIBRARIES
 from tests.e2e import conftest
+from tests.support import nvidia_ctk
 
 from .node import components
 
-LIB_DIR = "/usr/lib/x86_64-linux-gnu"
 SHOW = "ls /dev | grep -E '^nvidia[0-9]+$' | tr '\\n' ' '"
 
 
@@ -39,23 +39,10 @@ def specs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     subprocess.run([conftest.GPUHOOK, "cdi", "generate", "--vendor", "nvidia", "--output",
                     str(d / "gpuhook" / "gpuhook-nvidia.json")],
                    env={"PATH": os.environ["PATH"], "GPUHOOK_CONFIG": str(config)}, check=True, capture_output=True)
-    # nvidia-ctk asks NVML (the host's stub, which counts the /dev/nvidia<N> it sees) and finds the nodes under
-    # --dev-root: the simulated host's /dev over this one's, in a mount namespace of its own
-    made = subprocess.run(
-        ["unshare", "-m", "--propagation", "private", "sh", "-c", f'mount --bind "{host}/dev" /dev && exec "$@"', "-",
-         str(built / "nvidia-ctk"), "cdi", "generate", "--driver-root", host, "--dev-root", host, "--format", "json",
-         "--nvidia-cdi-hook-path", str(built / "nvidia-cdi-hook"), "--output", str(d / "nvidia" / "nvidia.json")],
-        env={"PATH": os.environ["PATH"], "LD_LIBRARY_PATH": host + LIB_DIR}, capture_output=True, text=True,
-        check=False)
+    made = nvidia_ctk.own_spec(str(built / "nvidia-ctk"), str(built / "nvidia-cdi-hook"), host,
+                               d / "nvidia" / "nvidia.json")
     assert made.returncode == 0, made.stderr[-3000:]
-    out = {}
-    for name in ("gpuhook", "nvidia"):
-        xdg = d / f"xdg-{name}" / "nvidia-container-runtime"
-        xdg.mkdir(parents=True)
-        (xdg / "config.toml").write_text(
-            '[nvidia-container-runtime]\nmode = "cdi"\nruntimes = ["runc"]\n\n'
-            f'[nvidia-container-runtime.modes.cdi]\nspec-dirs = ["{d / name}"]\ndefault-kind = "nvidia.com/gpu"\n')
-        out[name] = xdg.parent
+    out = {name: nvidia_ctk.cdi_mode(d / f"xdg-{name}", d / name) for name in ("gpuhook", "nvidia")}
     out["runtime"] = built / "nvidia-container-runtime"
     return out
 

@@ -35,6 +35,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "hook"))
+sys.path.insert(0, str(REPO))
+
+from tests.support import nvidia_ctk  # noqa: E402
 
 from gpuhook.cli.launcher import write_launchers  # noqa: E402
 from gpuhook.testing.bundle import make_bundle, make_rootfs, oci_config  # noqa: E402
@@ -335,7 +338,7 @@ def _vendor_runtimes(add: AddVariant, work: Path, gpuhook: str, config: Path, ho
         if problem:
             notes.append(f"dropped NVIDIA's runtime rows on gpuhook's spec: {problem}")
         else:
-            env = {"XDG_CONFIG_HOME": str(_nvidia_config(work, "cdi"))}
+            env = {"XDG_CONFIG_HOME": str(nvidia_ctk.cdi_mode(work / "xdg-cdi", work / "cdi"))}
             add("NVIDIA's runtime (CDI) pass-through", [nvidia], env, optional=True)
             for name, device in (("1 of 8 GPUs", "0"), ("all 8 GPUs", "all")):
                 add(f"NVIDIA's runtime (CDI) on gpuhook's spec, {name}", [nvidia], env,
@@ -344,7 +347,7 @@ def _vendor_runtimes(add: AddVariant, work: Path, gpuhook: str, config: Path, ho
         if problem:
             notes.append(f"dropped NVIDIA's runtime rows on its own spec: {problem}")
         else:
-            env = {"XDG_CONFIG_HOME": str(_nvidia_config(work, "cdi-nvidia"))}
+            env = {"XDG_CONFIG_HOME": str(nvidia_ctk.cdi_mode(work / "xdg-nvidia", work / "cdi-nvidia"))}
             for name, device in (("1 of 8 GPUs", "0"), ("all 8 GPUs", "all")):
                 add(f"NVIDIA's runtime (CDI) on NVIDIA's spec, {name}", [nvidia], env,
                     {"cdi.k8s.io/gpuhook-bench": f"nvidia.com/gpu={device}"}, optional=True)
@@ -371,31 +374,14 @@ def _cdi_spec(work: Path, gpuhook: str, config: Path) -> str | None:
 
 
 def _nvidia_own_spec(work: Path, host: str, path: str) -> str | None:
-    """NVIDIA's CDI spec of the simulated host, by its nvidia-ctk (asking the host's stub NVML, which counts the
-    /dev/nvidia<N> it sees: the host's /dev over this one's, in a mount namespace of its own), in
-    work/cdi-nvidia; what went wrong, or None."""
+    """NVIDIA's CDI spec of the simulated host, by its nvidia-ctk, in work/cdi-nvidia; what went wrong, or None."""
     ctk, hook = shutil.which("nvidia-ctk", path=path), shutil.which("nvidia-cdi-hook", path=path)
     if not ctk or not hook:
         return "nvidia-ctk or nvidia-cdi-hook is not there (tools/components/build.sh builds both)"
-    done = subprocess.run(
-        ["unshare", "-m", "--propagation", "private", "sh", "-c", f'mount --bind "{host}/dev" /dev && exec "$@"',
-         "-", ctk, "cdi", "generate", "--driver-root", host, "--dev-root", host, "--format", "json",
-         "--nvidia-cdi-hook-path", hook, "--output", str(work / "cdi-nvidia" / "nvidia.json")],
-        env={"PATH": os.environ["PATH"], "LD_LIBRARY_PATH": f"{host}/usr/lib/x86_64-linux-gnu"},
-        capture_output=True, text=True, check=False)
+    done = nvidia_ctk.own_spec(ctk, hook, host, work / "cdi-nvidia" / "nvidia.json")
     if done.returncode != 0:
         return f"nvidia-ctk cdi generate failed: {done.stderr.strip()[-500:]}"
     return None
-
-
-def _nvidia_config(work: Path, specs: str) -> Path:
-    """An XDG config dir whose nvidia-container-runtime config selects CDI mode on work/`specs`. Writes a file."""
-    xdg = work / f"xdg-{specs}"
-    (xdg / "nvidia-container-runtime").mkdir(parents=True)
-    (xdg / "nvidia-container-runtime" / "config.toml").write_text(
-        '[nvidia-container-runtime]\nmode = "cdi"\nruntimes = ["runc"]\n\n'
-        f'[nvidia-container-runtime.modes.cdi]\nspec-dirs = ["{work}/{specs}"]\ndefault-kind = "nvidia.com/gpu"\n')
-    return xdg
 
 
 def _report(variants: list[Variant], modes: tuple[str, ...], args: argparse.Namespace, notes: list[str]) -> None:

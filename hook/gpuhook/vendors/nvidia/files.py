@@ -56,7 +56,7 @@ def driver_files(root: Root, version: str | None) -> tuple[DriverFile, ...]:
     installed or removed adds, removes or renames entries there, and rewrites the cache)."""
     key = (root.base, version)
     known = _MEMO.get(key)
-    if known is not None and known[2] and _identities(d for d, *_ in known[0]) == known[0]:
+    if known is not None and known[2] and _unchanged(known[0]):
         return known[1]
     found, read = _driver_files(root, version)
     identities = _identities(sorted(read))
@@ -71,7 +71,7 @@ def refresh() -> None:
     """Read again what changed, or had not settled, since it was remembered (the warm helper's daemon, between
     calls: the workers it forks then find the answer in memory)."""
     for (base, version), (identities, _, settled) in list(_MEMO.items()):
-        if not settled or _identities(d for d, *_ in identities) != identities:
+        if not settled or not _unchanged(identities):
             from gpuhook.errors import GpuhookError
             from gpuhook.host.root import Root
 
@@ -79,6 +79,11 @@ def refresh() -> None:
                 driver_files(Root(base), version)
             except (GpuhookError, OSError):  # the root went (a simulated host removed): nothing to remember
                 _MEMO.pop((base, version), None)
+
+
+def _unchanged(identities: tuple[tuple[str, int, int, int], ...]) -> bool:
+    """Whether every path of `identities` is still what it was. Stats them."""
+    return _identities(path for path, *_ in identities) == identities
 
 
 def _identities(paths: Iterable[str]) -> tuple[tuple[str, int, int, int], ...]:
