@@ -77,12 +77,12 @@ def main() -> int:
     args = _arguments()
     if os.geteuid() != 0:
         sys.exit("bench.py runs real containers and makes device nodes: run it as root")
-    _become_subreaper()
+    become_subreaper()
     work = Path(tempfile.mkdtemp(prefix=PREFIX))
     try:
         _bench(args, work)
     finally:
-        _cleanup(work, args.keep)
+        cleanup(work, args.keep)
     return 0
 
 
@@ -112,7 +112,7 @@ def _arguments() -> argparse.Namespace:
     return args
 
 
-def _become_subreaper() -> None:
+def become_subreaper() -> None:
     """Make this process a child subreaper (what containerd-shim does), so a container's init, orphaned when
     `create` returns, is reparented here and can be waited for. Changes this process."""
     libc = ctypes.CDLL(None, use_errno=True)
@@ -127,7 +127,7 @@ def _bench(args: argparse.Namespace, work: Path) -> None:
     if args.only:
         variants = [v for v in variants if v.name == BASELINE or any(t in v.name for t in args.only)]
     if any(v.name.startswith(WARM) for v in variants):
-        _start_warm(work, work / "config8.toml", Path(args.installed) if args.installed else work / "bin")
+        start_warm(work, work / "config8.toml", Path(args.installed) if args.installed else work / "bin")
     variants = _warm_up(variants, modes, work, notes)
     variants += _warm_up(_floors(variants, work), modes, work, notes)
     order = {v.name: i for i, v in enumerate(variants)}
@@ -300,10 +300,10 @@ def _variants(work: Path, scale: list[int], python: str, warm: str,
     return out, notes
 
 
-def _start_warm(work: Path, config: Path, bindir: Path) -> None:
+def start_warm(work: Path, config: Path, bindir: Path) -> None:
     """The warm helper on work/warm.sock, from the benchmark's launchers, with the 8-GPU host's config as a
     host's daemon has the host's (it binds amdsmi to that host's library ahead), until the benchmark ends
-    (_cleanup stops it). Starts a daemon."""
+    (cleanup stops it). Starts a daemon."""
     sock = work / "warm.sock"
     daemon = subprocess.Popen([str(bindir / "gpuhook"), "warm", "--socket", str(sock)],
                               env={"PATH": os.environ["PATH"], "GPUHOOK_CONFIG": str(config)},
@@ -508,7 +508,7 @@ def _report_scaling(medians: dict[str, float], prefix: str) -> None:
         print(f"{prefix}scaling, {vendor}: ms per added GPU " + ", ".join(steps))
 
 
-def _cleanup(work: Path, keep: bool) -> None:
+def cleanup(work: Path, keep: bool) -> None:
     """Best effort: stop the warm helper, force-delete this run's containers runc still lists, then remove `work`
     unless `keep`."""
     pid_file = work / "warm.pid"

@@ -1,0 +1,39 @@
+"""The measuring tools of tests/perf, on the product as install.sh installs it: they run, and measure what they say.
+Not timings (never asserted on): that each row's runtime call reached runc, through the path the row names."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).parents[2]
+
+
+def _table(text: str) -> dict[str, list[float]]:
+    """The rows of handoff.py's table: name -> [until runc runs, runc's create, create in all]."""
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| ") and len(cells) == 4 and cells[1].replace(".", "").isdigit():
+            rows[cells[0]] = [float(c) for c in cells[1:]]
+    return rows
+
+
+def test_handoff_splits_create_where_runc_starts(installs: dict[str, tuple[Path, Path]]) -> None:
+    bindir, _ = installs["native"]
+    done = subprocess.run([sys.executable, str(REPO / "tests/perf/handoff.py"), "--installed", str(bindir),
+                           "--rounds", "2"], capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = _table(done.stdout)
+    assert set(rows) == {"gpuhook direct", "gpuhook through the warm helper", "runc on gpuhook's spec (with its hook)",
+                         *(f"{ms} ms of CPU, then runc on that spec" for ms in (2, 5, 10, 20))}, done.stdout
+    alone = rows["runc on gpuhook's spec (with its hook)"][0]
+    # each prelude spun at least its time before runc ran (the note is taken after it, by the runtime itself)
+    for ms in (2, 5, 10, 20):
+        assert rows[f"{ms} ms of CPU, then runc on that spec"][0] >= ms
+    # gpuhook's rows reached runc only after gpuhook's own work: directly a Python process (an interpreter and
+    # the GPU path's imports), through the helper a worker's call, well short of that (a helper that did not
+    # serve would leave the direct path's time) and still more than the note alone
+    direct, warm = rows["gpuhook direct"][0], rows["gpuhook through the warm helper"][0]
+    assert alone < warm < 0.7 * direct, done.stdout
