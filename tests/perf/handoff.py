@@ -41,8 +41,8 @@ _NOTE = r"""
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
-/* note the monotonic clock in $HANDOFF_NOTE after spending $HANDOFF_SPIN ms of CPU (argv[0] "prelude"), then
-   exec runc with the same arguments */
+/* spend $HANDOFF_SPIN ms of CPU (none when unset), note the monotonic clock in $HANDOFF_NOTE, then exec runc
+   with the same arguments */
 int main(int argc, char **argv) {
     struct timespec a, b;
     long spin = getenv("HANDOFF_SPIN") ? atol(getenv("HANDOFF_SPIN")) : 0;
@@ -81,6 +81,8 @@ def main() -> int:
 
 
 class Row:
+    """One way of reaching runc: the runtime called, its bundle (config.json restored before each call), its env."""
+
     def __init__(self, name: str, runtime: str, bundle: Path, env: dict[str, str]) -> None:
         self.name, self.runtime, self.bundle, self.env = name, runtime, bundle, env
         self.spec = (bundle / "config.json").read_bytes()
