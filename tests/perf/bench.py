@@ -194,18 +194,18 @@ def _sample(v: Variant, mode: str, work: Path) -> float:
     err = work / "stderr"
     if mode == "run":
         start = time.perf_counter()
-        _call(v, "run", ["run", "--bundle", str(v.bundle), cid], err)
+        call(v, "run", ["run", "--bundle", str(v.bundle), cid], err)
         return time.perf_counter() - start
     pid_file = work / "init.pid"
     start = time.perf_counter()
-    _call(v, "create", ["create", "--bundle", str(v.bundle), "--pid-file", str(pid_file), cid], err)
-    _call(v, "start", ["start", cid], err)
+    call(v, "create", ["create", "--bundle", str(v.bundle), "--pid-file", str(pid_file), cid], err)
+    call(v, "start", ["start", cid], err)
     _wait_init(v, int(pid_file.read_text()))
-    _call(v, "delete", ["delete", cid], err)
+    call(v, "delete", ["delete", cid], err)
     return time.perf_counter() - start
 
 
-def _call(v: Variant, step: str, args: list[str], err: Path) -> None:
+def call(v: Variant, step: str, args: list[str], err: Path) -> None:
     """Run `R args` with /dev/null for stdin and stdout and a file for stderr: the container's init inherits
     them, and a pipe would keep its reader waiting until the container ends. Raises StepFailed."""
     with err.open("w+b") as f:

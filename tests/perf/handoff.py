@@ -30,7 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import bench  # tests/perf/bench.py: the warm helper's start, the subreaper
+import bench  # tests/perf/bench.py: its variants, runtime calls, warm helper start, subreaper, cleanup
+from bench import Variant
 
 from gpuhook.testing.bundle import make_bundle, make_rootfs, oci_config
 from gpuhook.testing.simulate import HostSpec, build_host
@@ -59,6 +60,7 @@ int main(int argc, char **argv) {
 }
 """
 SPINS = (2, 5, 10, 20)
+ALONE = "runc on gpuhook's spec (with its hook)"
 
 
 def main() -> int:
@@ -80,17 +82,7 @@ def main() -> int:
     return 0
 
 
-class Row:
-    """One way of reaching runc: the runtime called, its bundle (config.json restored before each call), its env."""
-
-    def __init__(self, name: str, runtime: str, bundle: Path, env: dict[str, str]) -> None:
-        self.name, self.runtime, self.bundle, self.env = name, runtime, bundle, env
-        self.spec = (bundle / "config.json").read_bytes()
-        self.before: list[float] = []  # until runc runs
-        self.runc: list[float] = []  # runc's create
-
-
-def _rows(work: Path, bindir: Path, vendor: str) -> list[Row]:
+def _rows(work: Path, bindir: Path, vendor: str) -> list[Variant]:
     note = work / "note"
     subprocess.run(["cc", "-O2", "-x", "c", "-", "-o", str(note)], input=_NOTE, text=True, check=True)
     host = build_host(str(work / "host"), HostSpec(nvidia=8, amd=8))
@@ -104,8 +96,8 @@ def _rows(work: Path, bindir: Path, vendor: str) -> list[Row]:
                 str(rootfs))
     shim = str(bindir / "gpuhook-runtime")
     on = {**base, "GPUHOOK_CONFIG": str(config)}
-    rows = [Row("gpuhook direct", shim, gpu, {**on, "GPUHOOK_WARM_SOCKET": ""}),
-            Row("gpuhook through the warm helper", shim, gpu, {**on, "GPUHOOK_WARM_SOCKET": str(work / "warm.sock")})]
+    rows = [_row("gpuhook direct", shim, gpu, {**on, "GPUHOOK_WARM_SOCKET": ""}),
+            _row("gpuhook through the warm helper", shim, gpu, {**on, "GPUHOOK_WARM_SOCKET": str(work / "warm.sock")})]
     # the spec gpuhook writes, for runc alone: one create through the shim, its config.json kept
     spec_id = f"{bench.PREFIX}{os.getpid()}-spec"
     _create(rows[0], spec_id, work)
@@ -119,14 +111,21 @@ def _rows(work: Path, bindir: Path, vendor: str) -> list[Row]:
     floor = work / "floor"
     floor.mkdir()
     (floor / "config.json").write_text(json.dumps(written))
-    rows.append(Row("runc on gpuhook's spec (with its hook)", str(note), floor, base))
-    rows += [Row(f"{ms} ms of CPU, then runc on that spec", str(note), floor, {**base, "HANDOFF_SPIN": str(ms)})
+    rows.append(_row(ALONE, str(note), floor, base))
+    rows += [_row(f"{ms} ms of CPU, then runc on that spec", str(note), floor, {**base, "HANDOFF_SPIN": str(ms)})
              for ms in SPINS]
     bench.start_warm(work, config, bindir)
     return rows
 
 
-def _run(rows: list[Row], rounds: int, work: Path) -> None:
+def _row(name: str, runtime: str, bundle: Path, env: dict[str, str]) -> Variant:
+    """One way of reaching runc: the runtime called, its bundle (config.json restored before each call), its env;
+    its samples in times["before"] (until runc runs) and times["runc"] (runc's create)."""
+    return Variant(name, [runtime], bundle, env, (bundle / "config.json").read_bytes(),
+                   times={"before": [], "runc": []})
+
+
+def _run(rows: list[Variant], rounds: int, work: Path) -> None:
     order = list(rows)
     for r in range(rounds + 1):  # round 0 warms the caches and is dropped
         random.shuffle(order)
@@ -138,26 +137,23 @@ def _run(rows: list[Row], rounds: int, work: Path) -> None:
             noted = float((work / "noted").read_text())
             _delete(row, cid)
             if r:
-                row.before.append(noted - start)
-                row.runc.append(end - noted)
+                row.times["before"].append(noted - start)
+                row.times["runc"].append(end - noted)
 
 
-def _create(row: Row, cid: str, work: Path) -> None:
-    """`create` through the row's runtime; stderr to a file, which the container's init inherits (a pipe would
-    keep this process reading until the container ends)."""
+def _create(row: Variant, cid: str, work: Path) -> None:
+    """`create` through the row's runtime, as bench.py calls it (stderr to a file); a failure ends the run."""
     (row.bundle / "config.json").write_bytes(row.spec)
-    with (work / "stderr").open("w+") as err:
-        done = subprocess.run([row.runtime, "create", "--bundle", str(row.bundle), "--pid-file", str(work / "pid"),
-                               cid], env=row.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-                              check=False)
-        if done.returncode != 0:
-            err.seek(0)
-            sys.exit(f"{row.name}: create failed: {err.read().strip()}")
+    try:
+        bench.call(row, "create", ["create", "--bundle", str(row.bundle), "--pid-file", str(work / "pid"), cid],
+                   work / "stderr")
+    except bench.StepFailed as e:
+        sys.exit(str(e))
 
 
-def _delete(row: Row, cid: str) -> None:
+def _delete(row: Variant, cid: str) -> None:
     """Delete through the row's runtime (gpuhook's drops its record), then reap the container's init."""
-    subprocess.run([row.runtime, "delete", "--force", cid], env=row.env, capture_output=True, check=False)
+    subprocess.run([*row.runtime, "delete", "--force", cid], env=row.env, capture_output=True, check=False)
     while True:
         try:
             if os.waitpid(-1, os.WNOHANG)[0] == 0:
@@ -166,19 +162,20 @@ def _delete(row: Row, cid: str) -> None:
             return
 
 
-def _report(rows: list[Row], args: argparse.Namespace) -> None:
+def _report(rows: list[Variant], args: argparse.Namespace) -> None:
     runc = subprocess.run(["runc", "--version"], capture_output=True, text=True, check=False).stdout.split("\n")[0]
     print(f"machine: {os.cpu_count()} CPUs, {runc}; gpuhook as installed in {args.installed}; "
           f"{args.vendor} 1 of 8 GPUs; {args.rounds} rounds, interleaved; medians in ms\n")
     print("| row | until runc runs | runc's create | create in all |")
     print("|---|---:|---:|---:|")
     for row in rows:
-        both = [a + b for a, b in zip(row.before, row.runc, strict=True)]
-        print(f"| {row.name} | {_ms(row.before)} | {_ms(row.runc)} | {_ms(both)} |")
-    alone = statistics.median(rows[2].runc)
+        before, runc_ = row.times["before"], row.times["runc"]
+        both = [a + b for a, b in zip(before, runc_, strict=True)]
+        print(f"| {row.name} | {_ms(before)} | {_ms(runc_)} | {_ms(both)} |")
+    alone = statistics.median(next(r for r in rows if r.name == ALONE).times["runc"])
     print("\nrunc's create after the row's work, more than on its own:",
-          ", ".join(f"{r.name.split(',')[0]} +{(statistics.median(r.runc) - alone) * 1000:.1f} ms"
-                    for r in rows if r is not rows[2]))
+          ", ".join(f"{r.name.split(',')[0]} {(statistics.median(r.times['runc']) - alone) * 1000:+.1f} ms"
+                    for r in rows if r.name != ALONE))
 
 
 def _ms(seconds: list[float]) -> str:
