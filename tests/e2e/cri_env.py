@@ -472,11 +472,9 @@ def stop_runtime(env: CriEnv, proc: Proc, grace: float) -> list[str]:
     if proc.poll() is None:
         try:
             for sandbox in env.client.list_pod_sandboxes(timeout=10):
-                try:
-                    env.client.stop_pod_sandbox(sandbox.id, timeout=30)
-                    env.client.remove_pod_sandbox(sandbox.id, timeout=30)
-                except grpc.RpcError as e:
-                    problems.append(f"sandbox {sandbox.id}: {rpc_error_details(e)}")
+                problem = _remove_sandbox(env.client, sandbox.id)
+                if problem:
+                    problems.append(f"sandbox {sandbox.id}: {problem}")
         except grpc.RpcError as e:
             problems.append(f"ListPodSandbox: {rpc_error_details(e)}")
     env.client.close()
@@ -488,6 +486,22 @@ def stop_runtime(env: CriEnv, proc: Proc, grace: float) -> list[str]:
             proc.kill()
             proc.wait(timeout=10)
     return problems
+
+
+def _remove_sandbox(client: CriClient, sandbox: str, patience: float = 20) -> str:
+    """The sandbox stopped and removed; what stopped it if it could not be ('' once done). A removal another
+    client began (a kubelet stopped mid-request: containerd carries the request on) leaves a container "already in
+    removing state" for a moment, so a failed attempt is tried again until `patience` runs out."""
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            client.stop_pod_sandbox(sandbox, timeout=30)
+            client.remove_pod_sandbox(sandbox, timeout=30)
+            return ""
+        except grpc.RpcError as e:
+            if time.monotonic() >= deadline:
+                return rpc_error_details(e)
+        time.sleep(0.5)
 
 
 def _teardown(env: CriEnv, proc: Proc) -> None:
