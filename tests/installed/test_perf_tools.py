@@ -3,6 +3,8 @@ Not timings (never asserted on): that each row's runtime call reached runc, thro
 
 from __future__ import annotations
 
+import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -37,3 +39,31 @@ def test_handoff_splits_create_where_runc_starts(installs: dict[str, tuple[Path,
     # serve would leave the direct path's time) and still more than the note alone
     direct, warm = rows["gpuhook direct"][0], rows["gpuhook through the warm helper"][0]
     assert alone < warm < 0.7 * direct, done.stdout
+
+
+def test_bench_splits_each_gpu_row_by_what_runc_runs(installs: dict[str, tuple[Path, Path]]) -> None:
+    """bench.py's split (#27: where each row's time goes): its "hooks kept" row ran gpuhook's createContainer
+    hook on its own container (the linker cache of that container's root names the injected libcuda), its floor
+    rows ran none, and the split has a line for each NVIDIA 1-GPU mode, direct and warm."""
+    bindir, _ = installs["native"]
+    done = subprocess.run([sys.executable, str(REPO / "tests/perf/bench.py"), "--installed", str(bindir),
+                           "--rounds", "2", "--only", "nvidia 1 of 8", "--keep"],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    work = Path(done.stdout.rsplit("work dir kept: ", 1)[1].strip())
+    try:
+        split = done.stdout.split("where the time goes", 1)[1]
+        named = {line.split("|")[1].strip() for line in split.splitlines()
+                 if line.startswith("| ") and not line.startswith("| row |")}
+        one = "nvidia 1 of 8 GPUs"
+        modes = (f"gpuhook {one}", f"hook mode {one}", f"gpuhook {one} + clocks=1500")
+        assert named == {f"{prefix}{mode}" for prefix in ("", "warm: ") for mode in modes}, split
+        kept, bare = [], []
+        for config in sorted(work.glob("floor-*/config.json")):
+            hooks = json.loads(config.read_bytes()).get("hooks") or {}
+            cache = config.parent / "rootfs/etc/ld.so.cache"
+            (kept if hooks else bare).append(cache.read_bytes() if cache.exists() else b"")
+        assert len(kept) == 1 and len(bare) == 2, (kept, bare)  # injection's hooks kept; its floor, hook mode's
+        assert b"libcuda.so.1" in kept[0] and bare == [b"", b""]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

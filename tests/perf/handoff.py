@@ -19,10 +19,8 @@ Every container is deleted through the row's own runtime, as engines do. Medians
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
-import shutil
 import statistics
 import subprocess
 import sys
@@ -101,16 +99,9 @@ def _rows(work: Path, bindir: Path, vendor: str) -> list[Variant]:
     # the spec gpuhook writes, for runc alone: one create through the shim, its config.json kept
     spec_id = f"{bench.PREFIX}{os.getpid()}-spec"
     _create(rows[0], spec_id, work)
-    written = json.loads((gpu / "config.json").read_bytes())
-    for hook in written.get("hooks", {}).get("createContainer", []):  # the procfs copies outlive the container
-        for i, arg in enumerate(hook["args"]):
-            if arg.startswith(f"{work}/state/") and "procfs" in arg:
-                hook["args"][i] = str(shutil.copytree(arg, work / "kept" / os.path.basename(arg)))
-    _delete(rows[0], spec_id)
-    written["root"]["path"] = str(gpu / "rootfs")  # the hook names that root: the one the container has
     floor = work / "floor"
-    floor.mkdir()
-    (floor / "config.json").write_text(json.dumps(written))
+    bench.runc_bundle(gpu, floor, rootfs, hooks=True)
+    _delete(rows[0], spec_id)
     rows.append(_row(ALONE, str(note), floor, base))
     rows += [_row(f"{ms} ms of CPU, then runc on that spec", str(note), floor, {**base, "HANDOFF_SPIN": str(ms)})
              for ms in SPINS]
