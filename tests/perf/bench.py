@@ -132,15 +132,34 @@ def _bench(args: argparse.Namespace, work: Path) -> None:
     variants = _warm_up(variants, modes, work, notes)
     variants += _warm_up(_floors(variants, work), modes, work, notes)
     order = {v.name: i for i, v in enumerate(variants)}
+    averages, before = os.getloadavg(), _cpu_times()
     for _ in range(args.rounds):
         random.shuffle(variants)
         for v in variants:
             for mode in modes:
                 v.times.setdefault(mode, []).append(_measured(v, mode, work))
+    used = [b - a for a, b in zip(before, _cpu_times(), strict=True)]
+    notes.insert(0, f"load: {'/'.join(f'{a:.2f}' for a in averages)} (1, 5, 15 min) before the rounds; during them "
+                    f"the CPUs were {_share(used):.0f} % busy, {_share(used, steal=True):.1f} % stolen by "
+                    "the hypervisor")
     variants.sort(key=lambda v: order[v.name])
     _report(variants, modes, args, notes)
     if args.json:
         Path(args.json).write_text(json.dumps({m: {v.name: v.times[m] for v in variants} for m in modes}, indent=1))
+
+
+def _cpu_times() -> list[int]:
+    """The machine's CPU time so far by state (/proc/stat's first line: user, nice, system, idle, iowait, irq,
+    softirq, steal, ...), in clock ticks."""
+    with open("/proc/stat") as f:
+        return [int(x) for x in f.readline().split()[1:]]
+
+
+def _share(used: list[int], steal: bool = False) -> float:
+    """Of the ticks `used` (a difference of _cpu_times), the percentage busy (neither idle nor iowait) or, with
+    `steal`, stolen."""
+    total = sum(used[:8]) or 1
+    return 100 * used[7] / total if steal else 100 * (total - used[3] - used[4]) / total
 
 
 def _warm_up(variants: list[Variant], modes: tuple[str, ...], work: Path, notes: list[str]) -> list[Variant]:
@@ -414,7 +433,11 @@ def _nvidia_own_spec(work: Path, host: str, path: str) -> str | None:
 def _report(variants: list[Variant], modes: tuple[str, ...], args: argparse.Namespace, notes: list[str]) -> None:
     """The header, a table per mode (the cycle's followed by the targets), the log_file and scaling lines."""
     runc = subprocess.run(["runc", "--version"], capture_output=True, text=True, check=False).stdout.split("\n")[0]
-    print(f"machine: {os.cpu_count()} CPUs, {platform.platform()}, Python {platform.python_version()}, {runc}")
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), "CPU model unknown")
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    print(f"machine: {os.cpu_count()} CPUs ({model}), {memory:.0f} GiB, {platform.platform()}, "
+          f"Python {platform.python_version()}, {runc}")
     which = f"as installed in {args.installed}" if args.installed else f"from this checkout, interpreter {args.python}"
     print(f"gpuhook {which}; rounds: {args.rounds}, variants interleaved in shuffled order")
     for note in notes:
