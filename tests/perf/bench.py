@@ -10,7 +10,9 @@ child subreaper, so the init is reparented to it once `create` returns), `R dele
 rows run twice: directly (Python started per call) and, named "warm: ...", through the warm helper
 (`gpuhook warm`, started for the run; `--warm only|off` keeps one set). Variants
 are interleaved round by round in a shuffled order, so machine drift hits all alike; the tables give medians,
-p90 and each median's ratio to bare runc's in the same run. Not part of the test run.
+p90 and each median's ratio to bare runc's in the same run, and split each GPU row into what bare runc costs on the
+spec gpuhook wrote, without and with its hooks, and the rest (the floor and "hooks kept" rows). Not part of the
+test run (tests/installed/test_perf_tools.py runs it for two rounds and checks its rows, never its timings).
 """
 
 from __future__ import annotations
