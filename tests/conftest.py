@@ -38,7 +38,8 @@ def fake_host(tmp_path: Path) -> FakeHost:
 
 _TIERS = {"unit": "unit tests (pure, fake hosts)", "e2e": "end-to-end tests (real runc, crun, dockerd, containerd, "
           "Podman, Prometheus)", "installed": "the installed product (install.sh, --no-native, the warm helper, "
-          "the .deb; a first run builds the single binary)", "cluster": "a one-node Kubernetes cluster (etcd, API "
+          "the .deb and .rpm of the self-contained build, on Debian 11 and 13 roots, arm64 under qemu; a first run "
+          "builds every release artifact and the roots)", "cluster": "a one-node Kubernetes cluster (etcd, API "
           "server, scheduler, controller-manager, kubelet, containerd 1.6 and 2, CRI-O, helm, NVIDIA's "
           "container toolkit: built from tools/components' modules once per machine; gpuhook's plugin and its "
           "DaemonSet)"}

@@ -71,7 +71,7 @@ def test_a_native_build_failure_stops_the_install(export: Path, tmp_path: Path) 
     bare = tmp_path / "path"
     bare.mkdir()
     for tool in ("bash", "python3", "dpkg", "readlink", "basename", "head", "grep", "date", "cut", "ln", "rm",
-                 "mkdir", "install", "sed", "sort", "tr", "id", "dirname", "cat"):
+                 "mkdir", "install", "sed", "sort", "tr", "id", "dirname", "cat", "uname"):
         real = subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True, text=True).stdout.strip()
         if real:
             (bare / tool).symlink_to(real)
@@ -88,12 +88,9 @@ def test_a_native_build_failure_stops_the_install(export: Path, tmp_path: Path) 
     assert not (tmp_path / "bin/gpuhook-hook").exists()
 
 
-def test_release_tarball_installs_offline(export: Path, tmp_path: Path) -> None:
-    """build-release.sh packs the pinned wheels; install.sh then installs with --no-index (no registry)."""
-    r = subprocess.run(["bash", str(export / "packaging/build-release.sh")], capture_output=True, text=True,
-                       timeout=600, check=False, env={**os.environ, "PYTHON": "/usr/bin/python3"})
-    assert r.returncode == 0, r.stderr
-    (tarball,) = (export / "dist").glob("gpuhook-*.tar.gz")
+def test_release_tarball_installs_offline(release: Path, tmp_path: Path) -> None:
+    """The source tarball packs the pinned wheels; install.sh then installs with --no-index (no registry)."""
+    (tarball,) = release.glob("gpuhook-*-src.tar.gz")
     subprocess.run(["tar", "-C", str(tmp_path), "-xzf", str(tarball)], check=True)
     (src,) = tmp_path.glob("gpuhook-*")
     assert list((src / "packaging/wheels").glob("jsonschema-*.whl"))
@@ -103,4 +100,33 @@ def test_release_tarball_installs_offline(export: Path, tmp_path: Path) -> None:
     assert subprocess.run([str(tmp_path / "bin/gpuhook"), "version"], capture_output=True, text=True).returncode == 0
     assert (tmp_path / "opt/bin/gpuhook-runtime").read_bytes()[:4] == b"\x7fELF"  # the tarball builds them too
     subprocess.run(["bash", str(src / "install.sh"), "--uninstall"], env=env, capture_output=True, check=True)
-    tarball.unlink()
+
+
+def test_the_self_contained_tarball_installs_without_python(release: Path, tmp_path: Path) -> None:
+    """The release tarball of this architecture, unpacked, installs with its own install.sh on a PATH with no python3,
+    cc, pip or apt-get: nothing of the host's userland but a shell and coreutils is used, and what it installed runs."""
+    (tarball,) = release.glob(f"gpuhook-*-linux-{os.uname().machine}.tar.gz")
+    subprocess.run(["tar", "-C", str(tmp_path), "-xzf", str(tarball)], check=True)
+    (src,) = tmp_path.glob("gpuhook-*")
+    bare = tmp_path / "path"
+    bare.mkdir()
+    for tool in ("bash", "sh", "readlink", "basename", "head", "grep", "date", "cut", "ln", "rm", "mkdir", "install",
+                 "sed", "sort", "tr", "id", "dirname", "cat", "cp", "mv", "uname", "mktemp", "tar", "gzip", "runc"):
+        real = subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True, text=True).stdout.strip()
+        if real:
+            (bare / tool).symlink_to(real)
+    env = {**_env(tmp_path), "PATH": str(bare)}
+    inst = _install(src, env)
+    assert inst.returncode == 0, inst.stdout + inst.stderr
+    assert "installing the self-contained build" in inst.stdout
+    version = subprocess.run([str(tmp_path / "bin/gpuhook"), "version"], capture_output=True, text=True, env=env)
+    assert version.stdout.startswith("gpuhook "), version.stderr
+    for name in ("gpuhook-runtime", "gpuhook-hook", "gpuhook-createhook"):
+        assert (tmp_path / "opt/bin" / name).read_bytes()[:4] == b"\x7fELF", name
+    out = _install(src, env, "--uninstall")
+    assert out.returncode == 0, out.stderr
+    assert not (tmp_path / "opt").exists() and not list((tmp_path / "bin").iterdir())
+    (other,) = release.glob("gpuhook-*-aarch64")
+    wrong = _install(src, env, "--bundle", str(other))
+    said = [ln for ln in wrong.stderr.splitlines() if ln.strip()]
+    assert wrong.returncode == 1 and len(said) == 1 and "for aarch64, and this host is x86_64" in said[0], wrong.stderr

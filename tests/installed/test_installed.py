@@ -31,14 +31,19 @@ AMD = {"gpuhook.dev/gpus": "1", "gpuhook.dev/vendor": "amd"}
 GPU_PATH = {"native": {"gpuhook-runtime", "gpuhook-runtime-py", "gpuhook-createhook"},
             "warm": {"gpuhook-runtime", "gpuhook-createhook"},
             "python": {"gpuhook-runtime", "gpuhook"},
-            "deb": {"gpuhook-runtime", "gpuhook-runtime-py", "gpuhook-createhook"}}
+            "deb": {"gpuhook-runtime", "gpuhook-runtime-py", "gpuhook-createhook"},
+            "rpm": {"gpuhook-runtime", "gpuhook-runtime-py", "gpuhook-createhook"}}
+GPU_PATH.update({"debian11": GPU_PATH["deb"], "debian13": GPU_PATH["deb"], "debian11-warm": GPU_PATH["warm"]})
 # ... and for the hooks gpuhook writes (tuning, hooks.d): the native hook front end, and Python behind it unless warm
 HOOKS = {"native": {"gpuhook-hook", "gpuhook"}, "warm": {"gpuhook-hook"}, "python": {"gpuhook"},
-         "deb": {"gpuhook-hook", "gpuhook"}}
+         "deb": {"gpuhook-hook", "gpuhook"}, "rpm": {"gpuhook-hook", "gpuhook"}}
+HOOKS.update({"debian11": HOOKS["deb"], "debian13": HOOKS["deb"], "debian11-warm": HOOKS["warm"]})
 # ... and for Docker's --gpus hook: its native front end (a link to gpuhook-hook), Python behind it unless warm
 GPUS_HOOK = {"native": {"nvidia-container-runtime-hook", "nvidia-container-runtime-hook-py"},
              "warm": {"nvidia-container-runtime-hook"}, "python": {"nvidia-container-runtime-hook"},
-             "deb": {"nvidia-container-runtime-hook", "nvidia-container-runtime-hook-py"}}
+             "deb": {"nvidia-container-runtime-hook", "nvidia-container-runtime-hook-py"},
+             "rpm": {"nvidia-container-runtime-hook", "nvidia-container-runtime-hook-py"}}
+GPUS_HOOK.update({"debian11": GPUS_HOOK["deb"], "debian13": GPUS_HOOK["deb"], "debian11-warm": GPUS_HOOK["warm"]})
 
 
 @pytest.fixture(scope="module")
@@ -85,15 +90,15 @@ class Site:
         make_bundle(str(bundle), spec, self.rootfs)
         before = (bundle / "config.json").read_bytes()
         trace = self.tmp / f"{cid}.trace"
-        runtime = "runc" if hook_mode else self.product.cmd("gpuhook-runtime")
+        args = ["--log", str(self.tmp / f"{cid}.log"), "--log-format", "json", "run", "--bundle", str(bundle), cid]
+        runtime = self.product.host_argv("runc", *args) if hook_mode else self.product.argv("gpuhook-runtime", *args)
         proc = subprocess.run(["strace", "-f", "-qq", "-s", "4096", "-e", "trace=execve", "-e", "signal=none",
-                               "-o", str(trace), runtime, "--log", str(self.tmp / f"{cid}.log"), "--log-format",
-                               "json", "run", "--bundle", str(bundle), cid],
+                               "-o", str(trace), *runtime],
                               env=self.product.env(self.config), capture_output=True, text=True, timeout=120,
                               check=False)
-        subprocess.run(["runc", "delete", "-f", cid], capture_output=True, check=False)
+        subprocess.run(self.product.host_argv("runc", "delete", "-f", cid), capture_output=True, check=False)
         served = _served(trace.read_text(), (self.product.bindir, self.product.home))
-        with open(self.product.cmd("gpuhook-runtime"), "rb") as f:
+        with open(self.product.here(Path(self.product.cmd("gpuhook-runtime"))), "rb") as f:
             elf = f.read(4) == b"\x7fELF"
         return Ran(proc.returncode, proc.stdout, proc.stderr, before, (bundle / "config.json").read_bytes(), served,
                    elf)
@@ -193,7 +198,7 @@ def test_clocks_applied_and_restored(site: Site) -> None:
 def test_hook_mode_as_podman_runs_it(site: Site) -> None:
     """The hooks.d entry `gpuhook configure podman` writes, run by plain runc."""
     hooks = site.tmp / "hooks.json"
-    subprocess.run([site.product.cmd("gpuhook"), "configure", "podman", "--config-path", str(hooks)],
+    subprocess.run(site.product.argv("gpuhook", "configure", "podman", "--config-path", str(hooks)),
                    env=site.product.env(site.config), capture_output=True, check=True)
     hook = json.loads(hooks.read_text())["hook"]
 
@@ -226,7 +231,7 @@ def test_docker_gpus_hook(site: Site) -> None:
 
 
 def test_doctor_names_the_paths(site: Site) -> None:
-    out = subprocess.run([site.product.cmd("gpuhook"), "doctor"], env=site.product.env(site.config),
+    out = subprocess.run(site.product.argv("gpuhook", "doctor"), env=site.product.env(site.config),
                          capture_output=True, text=True, check=False).stdout
     native = [ln for ln in out.splitlines() if ("native front end" in ln or "no native" in ln) and "paths:" not in ln]
     (paths,) = [ln for ln in out.splitlines() if "paths:" in ln]
@@ -235,4 +240,4 @@ def test_doctor_names_the_paths(site: Site) -> None:
         assert "every container starts Python" in paths
     else:
         assert len(native) == 1 and native[0].startswith("ok") and "built from this installation's sources" in out
-        assert ("served by the warm helper" in paths) == (site.product.flavour == "warm"), paths
+        assert ("served by the warm helper" in paths) == site.product.flavour.endswith("warm"), paths

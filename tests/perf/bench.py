@@ -339,13 +339,19 @@ def _variants(work: Path, scale: list[int], python: str, warm: str,
         rows("", "", gpuhook)
     if warm != "off":
         rows(WARM, str(work / "warm.sock"), launchers.get("gpuhook-hook", gpuhook))
-    binary = REPO / "dist/gpuhook/gpuhook-runtime"  # bash packaging/build-binary.sh
-    if binary.exists():
+    binary = _self_contained()  # bash packaging/build-bundle.sh
+    if binary:
         for vendor in VENDORS:
-            add(f"PyInstaller binary {vendor} 1 of 8 GPUs", [str(binary)], {"GPUHOOK_CONFIG": str(configs[8])},
+            add(f"self-contained build {vendor} 1 of 8 GPUs", [str(binary)], {"GPUHOOK_CONFIG": str(configs[8])},
                 gpus(vendor, "0"))
     notes = _vendor_runtimes(add, work, gpuhook, configs[8], hosts[8], peers)
     return out, notes
+
+
+def _self_contained() -> Path | None:
+    """The self-contained build's runtime front end for this machine, where packaging/build-bundle.sh made one."""
+    found = sorted(REPO.glob(f"dist/gpuhook-*-{os.uname().machine}/bin/gpuhook-runtime"))
+    return found[-1] if found else None
 
 
 def start_warm(work: Path, config: Path, bindir: Path) -> None:
@@ -453,8 +459,8 @@ def _report(variants: list[Variant], modes: tuple[str, ...], args: argparse.Name
         if mode == modes[0]:
             for prefix in (p for p in ("", WARM) if any(n.startswith(f"{p}gpuhook nvidia") for n in medians)):
                 _targets(medians, mode, prefix)
-    if not (REPO / "dist/gpuhook/gpuhook-runtime").exists():
-        print("\nPyInstaller binary: not built (bash packaging/build-binary.sh)")
+    if not _self_contained():
+        print("\nself-contained build: not built (bash packaging/build-bundle.sh)")
     _report_split(medians)
     _report_specs(medians)
     for prefix in ("", WARM):

@@ -1,4 +1,5 @@
-"""Build the simulator's stub ELF libraries and tools with the host C compiler, cached by content."""
+"""Build the simulator's stub ELF libraries and tools with the host C compiler (or $GPUHOOK_STUB_CC: a
+cross compiler, for a build of another architecture), cached by content."""
 
 from __future__ import annotations
 
@@ -49,14 +50,15 @@ def build(source: str, out_name: str, *, soname: str | None = None, defines: dic
     flags = [f"-D{k}={v}" for k, v in sorted((defines or {}).items())]
     if soname:
         flags += ["-shared", "-fPIC", f"-Wl,-soname,{soname}"]
-    key = hashlib.sha256("\0".join([code, header, out_name, *flags, *libs]).encode()).hexdigest()[:16]
+    cross = os.environ.get("GPUHOOK_STUB_CC", "")  # another architecture's stubs are cached apart
+    key = hashlib.sha256("\0".join([code, header, out_name, *flags, *libs, cross]).encode()).hexdigest()[:16]
     out = os.path.join(cache_dir(), key, out_name)
     if os.path.exists(out):
         return out
-    cc = shutil.which("cc") or shutil.which("gcc")
+    cc = cross or shutil.which("cc") or shutil.which("gcc")
     if cc is None:
-        raise SimulatorError("the simulator needs a C compiler to build stub libraries: "
-                             "apt-get install gcc libc6-dev")
+        raise SimulatorError("the simulator needs a C compiler to build stub libraries: apt-get install gcc "
+                             "libc6-dev (or dnf install gcc), or name one in GPUHOOK_STUB_CC")
     os.makedirs(os.path.dirname(out), exist_ok=True)
     src = out + ".c"
     with open(src, "w") as f:

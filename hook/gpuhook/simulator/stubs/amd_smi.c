@@ -5,6 +5,7 @@
    line). Every other symbol the amdsmi package binds is generated below, "not supported". */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static unsigned perf[256];
