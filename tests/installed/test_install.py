@@ -71,7 +71,7 @@ def test_a_native_build_failure_stops_the_install(export: Path, tmp_path: Path) 
     bare = tmp_path / "path"
     bare.mkdir()
     for tool in ("bash", "python3", "dpkg", "readlink", "basename", "head", "grep", "date", "cut", "ln", "rm",
-                 "mkdir", "install", "sed", "sort", "tr", "id", "dirname", "cat", "uname"):
+                 "mkdir", "install", "sed", "sort", "tr", "id", "dirname", "cat", "uname", "runc"):
         real = subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True, text=True).stdout.strip()
         if real:
             (bare / tool).symlink_to(real)

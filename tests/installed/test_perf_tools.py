@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .conftest import Installs
+
 REPO = Path(__file__).parents[2]
 
 
@@ -22,8 +24,8 @@ def _table(text: str) -> dict[str, list[float]]:
     return rows
 
 
-def test_handoff_splits_create_where_runc_starts(installs: dict[str, tuple[Path, Path]]) -> None:
-    bindir, _ = installs["native"]
+def test_handoff_splits_create_where_runc_starts(installs: Installs) -> None:
+    bindir = installs["native"][0]
     done = subprocess.run([sys.executable, str(REPO / "tests/perf/handoff.py"), "--installed", str(bindir),
                            "--rounds", "2"], capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -41,11 +43,11 @@ def test_handoff_splits_create_where_runc_starts(installs: dict[str, tuple[Path,
     assert alone < warm < 0.7 * direct, done.stdout
 
 
-def test_bench_splits_each_gpu_row_by_what_runc_runs(installs: dict[str, tuple[Path, Path]]) -> None:
+def test_bench_splits_each_gpu_row_by_what_runc_runs(installs: Installs) -> None:
     """bench.py's split (#27: where each row's time goes): its "hooks kept" row ran gpuhook's createContainer
     hook on its own container (the linker cache of that container's root names the injected libcuda), its floor
     rows ran none, and the split has a line for each NVIDIA 1-GPU mode, direct and warm."""
-    bindir, _ = installs["native"]
+    bindir = installs["native"][0]
     done = subprocess.run([sys.executable, str(REPO / "tests/perf/bench.py"), "--installed", str(bindir),
                            "--rounds", "2", "--only", "nvidia 1 of 8", "--keep"],
                           capture_output=True, text=True, timeout=600, check=False)
