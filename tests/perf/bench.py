@@ -341,9 +341,11 @@ def _variants(work: Path, scale: list[int], python: str, warm: str,
         rows(WARM, str(work / "warm.sock"), launchers.get("gpuhook-hook", gpuhook))
     binary = _self_contained()  # bash packaging/build-bundle.sh
     if binary:
+        add("self-contained build pass-through (no request)", [str(binary)],
+            {"GPUHOOK_CONFIG": str(configs[8]), "GPUHOOK_WARM_SOCKET": ""})
         for vendor in VENDORS:
-            add(f"self-contained build {vendor} 1 of 8 GPUs", [str(binary)], {"GPUHOOK_CONFIG": str(configs[8])},
-                gpus(vendor, "0"))
+            add(f"self-contained build {vendor} 1 of 8 GPUs", [str(binary)],
+                {"GPUHOOK_CONFIG": str(configs[8]), "GPUHOOK_WARM_SOCKET": ""}, gpus(vendor, "0"))
     notes = _vendor_runtimes(add, work, gpuhook, configs[8], hosts[8], peers)
     return out, notes
 
