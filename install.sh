@@ -27,11 +27,12 @@ set -euo pipefail
 started=$(date +%s)
 step() { echo "gpuhook install [$(( $(date +%s) - started ))s]: $*"; }
 # gpuhook's own executable, whatever link or prefix leads to it: a gpuhook launcher names gpuhook's module in its
-# first lines; the single binary is called gpuhook (its hook is a link to it). NVIDIA's hook is neither.
+# first lines; the self-contained build's launcher is called gpuhook, its --gpus hook leads to gpuhook-hook. NVIDIA's
+# hook is neither.
 is_gpuhooks() {
   local real
   real=$(readlink -f "$1" 2>/dev/null) || return 1
-  case "$(basename "$real")" in gpuhook|gpuhook-hook) return 0 ;; esac  # the Python launcher or the binary; the native hook
+  case "$(basename "$real")" in gpuhook|gpuhook-hook) return 0 ;; esac  # a launcher (Python's or the build's); the native hook
   head -c 512 "$real" 2>/dev/null | grep -q 'gpuhook\.cli\.'
 }
 src=$(cd "$(dirname "$0")" && pwd)

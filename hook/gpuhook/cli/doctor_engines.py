@@ -56,9 +56,9 @@ def gpus_hook(search: str) -> tuple[str, ...]:
 
 def is_gpuhooks(path: str) -> bool:
     """Whether `path` leads to gpuhook's own executable: a gpuhook launcher (naming gpuhook's modules in its first
-    bytes) or the single binary (file name gpuhook), as install.sh tells them. Reads 512 bytes."""
+    bytes) or the self-contained build's launcher (file name gpuhook), as install.sh tells them. Reads 512 bytes."""
     real = os.path.realpath(path)
-    if os.path.basename(real) in ("gpuhook", "gpuhook-hook"):  # the binary; the native hook Docker's --gpus runs
+    if os.path.basename(real) in ("gpuhook", "gpuhook-hook"):  # the build's launcher; the native hook --gpus runs
         return True
     try:
         with open(real, "rb") as f:

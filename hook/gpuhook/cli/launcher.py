@@ -7,10 +7,11 @@ The native front ends (cli/native/) take Python off the pass-through path, hand 
 helper, and refresh the linker cache in one process; `NATIVE_SOURCES` (written beside them) holds the digest
 of the sources they were built from, so `gpuhook doctor` can tell a missing or stale build.
 
-Usage: python -m gpuhook.cli.launcher [--require-native | --no-native | --build-only] DEST_DIR [SYS_PATH_ENTRY ...]
+Usage: python -m gpuhook.cli.launcher [--require-native | --no-native] DEST_DIR [SYS_PATH_ENTRY ...]
 (default path: where gpuhook is installed). --require-native: a front end that does not build is an error
-(exit 1, one line); --no-native: none is built and earlier builds in DEST_DIR are removed (the Python paths serve);
---build-only: the native front ends alone, required (the single binary's build).
+(exit 1, one line); --no-native: none is built and earlier builds in DEST_DIR are removed (the Python paths serve).
+The self-contained build (packaging/build-bundle.sh) builds the same sources static, and its Python entry points
+from ENTRIES.
 """
 
 from __future__ import annotations
@@ -131,7 +132,7 @@ def main() -> int:
     """`python -m gpuhook.cli.launcher [--require-native | --no-native] DEST_DIR [SYS_PATH_ENTRY ...]`."""
     argv = sys.argv[1:]
     native = "try"
-    modes = {"--require-native": "require", "--no-native": "none", "--build-only": "only"}
+    modes = {"--require-native": "require", "--no-native": "none"}
     if argv and argv[0] in modes:
         native = modes[argv.pop(0)]
     if not argv:
@@ -140,10 +141,7 @@ def main() -> int:
     here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     entries = argv[1:] or [here]
     try:
-        if native == "only":
-            written = build_all(argv[0], required=True)
-        else:
-            written = write_launchers(argv[0], sys.executable, entries, native)
+        written = write_launchers(argv[0], sys.executable, entries, native)
     except NativeBuildError as e:
         print(f"gpuhook: the native front ends did not build: {e} (or install.sh --no-native: every container "
               "then starts Python)", file=sys.stderr)

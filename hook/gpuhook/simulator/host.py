@@ -80,6 +80,4 @@ def react_command(root: str) -> str:
     instances): the simulator, rebuilding what the change moves (testing/react.py)."""
     import sys
 
-    if getattr(sys, "frozen", False):  # the single binary: its own hidden command
-        return f"{sys.executable} simulate-react {root}"
     return f"{sys.executable} -m gpuhook.testing.react {root}"
