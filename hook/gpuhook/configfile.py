@@ -135,14 +135,27 @@ def _key(path: str, st: os.stat_result) -> tuple[object, ...]:
 
 
 def _parse(path: str) -> dict[str, Any]:
-    import tomllib
-
     try:
-        return tomllib.loads(read_regular(path, 0, MAX_CONFIG).decode("utf-8"))
+        return parse_toml(read_regular(path, 0, MAX_CONFIG), f"config {path}")
     except OSError as e:
         raise ConfigError(f"config {path} cannot be read: {e.strerror}") from e
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+    except ValueError as e:
         raise ConfigError(f"config {path} is not valid TOML: {e}") from e
+
+
+def parse_toml(data: bytes, what: str) -> dict[str, Any]:
+    """UTF-8 TOML bytes as a table, nested at most fastjson.MAX_DEPTH deep (deeper is a fastjson.TooDeep, never a
+    RecursionError); ValueError (tomllib's, UnicodeDecodeError) when they are no TOML."""
+    import tomllib
+
+    from gpuhook.fastjson import MAX_DEPTH, TooDeep, check_depth
+
+    try:
+        table = tomllib.loads(data.decode("utf-8"))
+    except RecursionError:
+        raise TooDeep(f"{what} nests deeper than {MAX_DEPTH} levels") from None
+    check_depth(table, MAX_DEPTH, what)
+    return table
 
 
 def read_regular(path: str, flags: int, limit: int) -> bytes:

@@ -4,6 +4,12 @@
 own work for a GPU container. The C scanner and encoder that `json` itself uses live in `_json`, which
 costs nothing to import; this module drives them the way `json.loads`/`json.dumps(separators=(",", ":"))`
 do and gives the same results. Errors (the slow path) go through `json`, for its exact messages.
+
+Every document is bounded in depth (MAX_DEPTH levels of arrays and objects, or the caller's): deeper nesting is
+a TooDeep (a ValueError), never the RecursionError a decoder, an encoder or a schema check would raise further
+on. `check_depth` bounds what other parsers (tomllib, tomlkit, PyYAML) returned the same way, and `loads_pruned`
+is for documents that carry a stranger's nested data gpuhook does not read (an API server's answer holding a pod
+author's opaque parameters): past the bound each subtree is cut to a marker, and the rest is read.
 """
 
 from __future__ import annotations
@@ -18,6 +24,12 @@ except ImportError:  # an interpreter without the C accelerator: the json packag
     _json = None  # type: ignore[assignment]
 
 _WHITESPACE = " \t\n\r"
+MAX_DEPTH = 64  # levels of arrays and objects: gpuhook's own documents need under 10, an API object under 20
+PRUNED = "<nested too deep: not read by gpuhook>"
+
+
+class TooDeep(ValueError):
+    """A document nested deeper than its bound."""
 
 
 class _Context:
@@ -48,21 +60,72 @@ except (TypeError, AttributeError, ValueError):
     _json, _scan = None, None  # type: ignore[assignment]
 
 
-def loads(data: bytes | str) -> Any:
-    """Parse one JSON document (UTF-8 bytes or text); ValueError (json.JSONDecodeError) when it is not."""
+def loads(data: bytes | str, max_depth: int = MAX_DEPTH) -> Any:
+    """Parse one JSON document (UTF-8 bytes or text); ValueError (json.JSONDecodeError) when it is not, TooDeep
+    when it nests deeper than `max_depth`."""
     text = data.decode("utf-8") if isinstance(data, bytes) else data
-    if _scan is not None and not text.startswith("\ufeff"):
-        start = len(text) - len(text.lstrip(_WHITESPACE))
-        try:
-            value, end = _scan(text, start)
-        except Exception:  # StopIteration, ValueError, or the SystemError the C scanner raises when json.decoder
-            pass  # (whose error class it wants) is not loaded: json.loads below says what is wrong, and where
-        else:
-            if not text[end:].strip(_WHITESPACE):
-                return value
-    import json
+    value = _parse(text, max_depth)
+    if text.count("[") + text.count("{") > max_depth:  # fewer brackets cannot nest deeper: no walk needed
+        check_depth(value, max_depth)
+    return value
 
-    return json.loads(text)
+
+def loads_pruned(data: bytes | str, max_depth: int = MAX_DEPTH) -> Any:
+    """Parse one JSON document as `loads` does, but with every array or object deeper than `max_depth` replaced
+    by the string PRUNED instead of refused; ValueError when it is no JSON."""
+    try:
+        return loads(data, max_depth)
+    except TooDeep:
+        pass
+    import re
+
+    text = data.decode("utf-8") if isinstance(data, bytes) else data
+    kept, depth, last, cut = [], 0, 0, -1
+    for m in re.finditer(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', text):  # strings whole: brackets in them are text
+        token = m.group()
+        if token in "[{":
+            depth += 1
+            if depth == max_depth + 1:
+                cut = m.start()
+        elif token in "]}":
+            if depth == max_depth + 1 and cut >= 0:
+                kept += [text[last:cut], '"', PRUNED, '"']
+                last, cut = m.end(), -1
+            depth -= 1
+    return loads("".join([*kept, text[last:]]), max_depth)
+
+
+def check_depth(value: Any, max_depth: int = MAX_DEPTH, what: str = "the document") -> None:
+    """TooDeep when `value` (parsed JSON, TOML or YAML: dicts and lists) nests deeper than `max_depth`. Walks
+    without recursion."""
+    level = [value] if isinstance(value, (dict, list, tuple)) else []
+    for _ in range(max_depth):  # one level at a time: each pass keeps only the containers inside the last
+        if not level:
+            return
+        level = [child for item in level for child in (item.values() if isinstance(item, dict) else item)
+                 if isinstance(child, (dict, list, tuple))]
+    if level:
+        raise TooDeep(f"{what} nests deeper than {max_depth} levels")
+
+
+def _parse(text: str, max_depth: int) -> Any:
+    try:
+        if _scan is not None and not text.startswith("\ufeff"):
+            start = len(text) - len(text.lstrip(_WHITESPACE))
+            try:
+                value, end = _scan(text, start)
+            except RecursionError:
+                raise
+            except Exception:  # StopIteration, ValueError, or the SystemError the C scanner raises when
+                pass  # json.decoder (whose error class it wants) is not loaded: json.loads below says what is wrong
+            else:
+                if not text[end:].strip(_WHITESPACE):
+                    return value
+        import json
+
+        return json.loads(text)
+    except RecursionError:
+        raise TooDeep(f"the document nests deeper than {max_depth} levels") from None
 
 
 def dumps(value: Any) -> str:

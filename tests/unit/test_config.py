@@ -176,3 +176,15 @@ def test_the_state_file_names_state_dir_under_the_configs_identity_and_is_pruned
     assert oct(state.stat().st_mode & 0o777) == "0o600"
     config.write_text('state_dir = "/run/y"\n')  # changed: its state file is no longer this config's
     assert prune_cache(str(cache)) == [str(state)]
+
+
+@pytest.mark.parametrize("text", ["x = " + "[" * 2000 + "]" * 2000, "x = " + "{a = " * 100 + "1" + "}" * 100],
+                         ids=["array-2000", "inline-tables-100"])
+def test_a_deep_config_is_a_config_error_not_recursion(tmp_path: Path, text: str) -> None:
+    """Issue 43, 7: TOML nested past the bound is the config's one line, before the schema check could recurse."""
+    from gpuhook.configfile import read_config
+
+    path = tmp_path / "config.toml"
+    path.write_text(text + "\n")
+    with pytest.raises(ConfigError, match=f"config {path} is not valid TOML: .*nests deeper than 64 levels"):
+        read_config(str(path), True, cache_dir=None)

@@ -84,3 +84,43 @@ def test_a_changed_private_codec_falls_back_to_json(shape: str) -> None:
     hook = str(Path(__file__).resolve().parents[2] / "hook")
     done = subprocess.run([sys.executable, "-I", "-S", "-c", code, hook], capture_output=True, text=True, check=False)
     assert done.stdout.strip() == '{"a":[1,"\\u00e9"]} ' + "{'b': [True, None]}", done.stderr
+
+
+# Every parser of outside input is bounded in depth (issue 43, 7): a pod author's 2,000-deep opaque parameters,
+# a deep record or checkpoint are a ValueError naming the bound, never the RecursionError a traceback came from.
+@pytest.mark.parametrize("text", ["[" * 2000 + "]" * 2000, '{"a":' * 2000 + "1" + "}" * 2000,
+                                  "[" * 100_000, "[" * 65 + "]" * 65],
+                         ids=["array-2000", "object-2000", "unclosed-100k", "just-past-the-bound"])
+def test_deep_documents_are_refused_by_name_not_recursion(text: str) -> None:
+    with pytest.raises(fastjson.TooDeep, match="nests deeper than 64 levels"):
+        fastjson.loads(text.encode())
+
+
+def test_the_bound_itself_is_read_and_brackets_in_strings_do_not_count() -> None:
+    assert fastjson.loads("[" * 64 + "]" * 64) is not None
+    assert fastjson.loads(json.dumps({"s": "[" * 5000})) == {"s": "[" * 5000}
+    assert fastjson.loads("[[1]]", max_depth=2) == [[1]]
+    with pytest.raises(fastjson.TooDeep):
+        fastjson.loads("[[1]]", max_depth=1)
+
+
+def test_pruned_keeps_the_shallow_parts_and_cuts_each_deep_subtree_to_a_marker() -> None:
+    deep = '{"parameters":' + '{"x":' * 2000 + "1" + "}" * 2000 + "}"
+    text = '{"items":[{"name":"a ] [ {","spec":' + deep + '},{"name":"b","spec":{}}],"kind":"List"}'
+    got = fastjson.loads_pruned(text.encode(), max_depth=6)
+    assert got["kind"] == "List" and got["items"][1] == {"name": "b", "spec": {}}
+    assert got["items"][0]["name"] == "a ] [ {"
+    cut = got["items"][0]["spec"]["parameters"]["x"]  # levels 5 and 6 read, the 7th cut
+    assert cut == {"x": fastjson.PRUNED}
+    fastjson.check_depth(got, 6)
+
+
+@pytest.mark.parametrize(("value", "ok"), [([[[]]], True), ([[[[]]]], False), ({"a": {"b": {"c": 1}}}, True),
+                                           ({"a": ({"b": []},)}, False), ("[[[[[", True)],
+                         ids=["3-lists", "4-lists", "3-dicts", "tuple-counts", "text-is-no-nesting"])
+def test_check_depth_bounds_what_other_parsers_returned(value: object, ok: bool) -> None:
+    if ok:
+        fastjson.check_depth(value, 3)
+    else:
+        with pytest.raises(fastjson.TooDeep, match="the TOML nests deeper than 3 levels"):
+            fastjson.check_depth(value, 3, "the TOML")

@@ -127,5 +127,5 @@ def _read(path: str) -> Allocation | None:
                           bool(raw["shared"]), float(raw["created"]), float(raw["expires"]),
                           str(raw.get("claimed_by", "")), str(raw.get("container", "")),
                           int(raw.get("mps_threads", 0)))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):  # fastjson bounds its depth
         return None

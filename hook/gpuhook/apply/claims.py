@@ -72,5 +72,5 @@ def _read(path: str) -> PreparedClaim | None:
                         for d in raw["devices"])
         return PreparedClaim(str(raw["uid"]), str(raw["namespace"]), str(raw["name"]), devices,
                              tuple(str(p) for p in raw.get("pods") or ()), float(raw.get("prepared", 0.0)))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):  # fastjson bounds its depth
         return None

@@ -26,6 +26,8 @@ def load_spec(data: bytes, path: str) -> Spec:
     """Parse config.json bytes; SpecError when they are not a JSON object."""
     try:
         spec = fastjson.loads(data)
+    except fastjson.TooDeep as e:
+        raise SpecError(f"{path} nests too deeply to be an OCI config ({e})") from e
     except ValueError as e:
         raise SpecError(f"{path} is not valid JSON ({e}); the bundle is broken, not the GPU request") from e
     except RecursionError as e:

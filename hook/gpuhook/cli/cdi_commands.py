@@ -99,11 +99,14 @@ def list_specs(args: argparse.Namespace) -> int:
 
 def _devices(path: str) -> list[str]:
     """The qualified device names (kind=name) of a CDI JSON spec; ValueError saying what is malformed."""
-    with open(path) as f:
-        try:
-            spec = json.load(f)
-        except ValueError as e:
-            raise ValueError(f"not valid JSON ({e})") from e
+    from gpuhook.configfile import read_regular
+    from gpuhook.fastjson import loads
+
+    data = read_regular(path, 0, 16 << 20)  # a FIFO put among the specs is an OSError, not a wait
+    try:
+        spec = loads(data)
+    except ValueError as e:
+        raise ValueError(f"not valid JSON ({e})") from e
     if not isinstance(spec, dict) or not isinstance(spec.get("kind"), str) or not isinstance(spec.get("devices"), list):
         raise ValueError("not a CDI spec (no kind, or no devices list)")
     names = [d.get("name") for d in spec["devices"] if isinstance(d, dict)]

@@ -8,7 +8,6 @@ loaded only for YAML files.
 from __future__ import annotations
 
 import glob
-import json
 import os
 
 from gpuhook.apply.cdi_readers import ENGINES, Reader, reader, version_in
@@ -32,11 +31,13 @@ def spec_files(dirs: tuple[str, ...] | list[str] | None = None) -> list[str]:
 
 def read_spec(path: str) -> Any:
     """A spec file's data (JSON, or YAML by its .yaml name); CdiError saying why it cannot be read. Reads it."""
+    from gpuhook.configfile import read_regular
+    from gpuhook.fastjson import check_depth, loads
+
     try:
-        with open(path, "rb") as f:
-            data = f.read(_MAX_SPEC)
+        data = read_regular(path, 0, _MAX_SPEC)  # a FIFO or a device in a CDI directory is refused, not waited on
     except OSError as e:
-        raise CdiError(f"{path}: {e.strerror}") from e
+        raise CdiError(f"{path}: {e.strerror}: a CDI spec is a regular file of at most {_MAX_SPEC} bytes") from e
     if path.endswith(".yaml"):
         try:
             import yaml
@@ -44,11 +45,15 @@ def read_spec(path: str) -> Any:
             raise CdiError(f"{path}: reading a YAML spec needs PyYAML (apt install python3-yaml); JSON specs do "
                            "not") from e
         try:
-            return yaml.safe_load(data)
-        except yaml.YAMLError as e:
+            value = yaml.safe_load(data)
+            check_depth(value, what="the YAML")
+            return value
+        except RecursionError as e:
+            raise CdiError(f"{path}: not a CDI spec (nested too deep)") from e
+        except (yaml.YAMLError, ValueError) as e:
             raise CdiError(f"{path}: not valid YAML ({one_line(e)})") from e
     try:
-        return json.loads(data)
+        return loads(data)
     except ValueError as e:
         raise CdiError(f"{path}: not valid JSON ({e})") from e
 

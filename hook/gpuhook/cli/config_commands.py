@@ -44,29 +44,48 @@ def set_keys(args: argparse.Namespace) -> int:
     """`gpuhook config set KEY=VALUE...`: each dotted key set to the TOML value (a bare word is a string), the
     whole checked against the schema, then the file replaced atomically. Writes the config file."""
     import tomlkit
+    import tomlkit.exceptions
 
     from gpuhook.atomic import write_text
+    from gpuhook.fastjson import MAX_DEPTH, check_depth
 
     path = args.config or config_path()[0]
-    text = _read(path) if os.path.exists(path) else default_text()
-    doc = tomlkit.parse(text)
-    for item in args.pairs:
-        key, eq, raw = item.partition("=")
-        if not eq or not key.strip():
-            raise ConfigError(f"config set {item!r}: expected KEY=VALUE (e.g. policy.requests=allocated)")
-        parts = [p.strip() for p in key.split(".")]
-        parent: Any = doc
-        for part in parts[:-1]:
-            if part not in parent:
-                parent[part] = tomlkit.table()
-            parent = parent[part]
-        parent[parts[-1]] = _value(raw.strip())
-    from_table(doc.unwrap(), path)  # the schema's one line (unknown key, wrong type) before the file changes
+    text = _read(path) if os.path.lexists(path) else default_text()
+    try:
+        doc = tomlkit.parse(text)
+        for item in args.pairs:
+            _set(doc, item)
+        table = doc.unwrap()
+        check_depth(table, MAX_DEPTH, f"config {path}")
+    except (tomlkit.exceptions.TOMLKitError, ValueError, RecursionError) as e:
+        raise ConfigError(f"config {path}: {_one_line(e)}: fix the file or the KEY=VALUE, nothing was written") \
+            from e
+    from_table(table, path)  # the schema's one line (unknown key, wrong type) before the file changes
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     write_text(path, tomlkit.dumps(doc), mode=0o644)
     for item in args.pairs:
         print(f"set {item.partition('=')[0].strip()} in {path}")
     return 0
+
+
+def _set(doc: Any, item: str) -> None:
+    """Set one KEY=VALUE in the tomlkit document; ConfigError when KEY is none or goes through a value."""
+    import tomlkit
+
+    key, eq, raw = item.partition("=")
+    parts = [p.strip() for p in key.split(".")]
+    if not eq or not all(parts):
+        raise ConfigError(f"config set {item!r}: expected KEY=VALUE (e.g. policy.requests=allocated)")
+    parent: Any = doc
+    for i, part in enumerate(parts[:-1]):
+        if part not in parent:
+            parent[part] = tomlkit.table()
+        parent = parent[part]
+        if not isinstance(parent, dict):
+            raise ConfigError(f"config set {item!r}: {'.'.join(parts[:i + 1])} is a value, not a table: set "
+                              f"{'.'.join(parts[:i + 1])}=VALUE itself, or name a key of a table (gpuhook config "
+                              "show lists them)")
+    parent[parts[-1]] = _value(raw.strip())
 
 
 def default(args: argparse.Namespace) -> int:
@@ -86,11 +105,21 @@ def _value(raw: str) -> Any:
 
 
 def _read(path: str) -> str:
+    from gpuhook.configfile import MAX_CONFIG, read_regular
+
     try:
-        with open(path, encoding="utf-8") as f:
-            return f.read(1 << 20)
+        return read_regular(path, 0, MAX_CONFIG).decode("utf-8")  # a FIFO or a device is refused, not waited on
     except OSError as e:
-        raise ConfigError(f"config {path} cannot be read: {e.strerror}") from e
+        raise ConfigError(f"config {path} cannot be read: {e.strerror}: give a regular TOML file of at most "
+                          f"{MAX_CONFIG} bytes") from e
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"config {path} is not UTF-8 text ({e.reason}): give a TOML file") from e
+
+
+def _one_line(e: BaseException) -> str:
+    if isinstance(e, RecursionError):
+        return "nested too deep"
+    return " ".join(str(e).split()) or type(e).__name__
 
 
 def _file_table(path: str, explicit: bool) -> dict[str, Any]:

@@ -17,9 +17,7 @@ plugin and the DRA driver see the new devices on their next look (seconds). Writ
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import tomllib
 
 from gpuhook.errors import GpuhookError
 
@@ -141,17 +139,19 @@ def _refresh(config: Config, vendors: list[str], labels_path: str | None) -> Non
 
 
 def _read(path: str) -> dict[str, Any]:
+    from gpuhook import fastjson
+    from gpuhook.configfile import parse_toml, read_regular
+
     try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_FILE + 1)
+        raw = read_regular(path, 0, MAX_FILE)  # a FIFO or a device is refused at once, not waited on
     except OSError as e:
-        raise GpuhookError(f"cannot read {path}: {e.strerror}") from e
-    if len(raw) > MAX_FILE:
-        raise GpuhookError(f"{path} is larger than {MAX_FILE} bytes: not a partition layout")
+        raise GpuhookError(f"cannot read {path}: {e.strerror}: give a layout file (TOML, or JSON by its name), at "
+                           f"most {MAX_FILE} bytes") from e
+    kind = "JSON" if path.endswith(".json") else "TOML"
     try:
-        doc = json.loads(raw) if path.endswith(".json") else tomllib.loads(raw.decode())
-    except (ValueError, UnicodeDecodeError) as e:
-        raise GpuhookError(f"{path} cannot be read as {'JSON' if path.endswith('.json') else 'TOML'}: {e}") from e
+        doc = fastjson.loads(raw) if kind == "JSON" else parse_toml(raw, path)
+    except ValueError as e:
+        raise GpuhookError(f"{path} cannot be read as {kind}: {e}") from e
     if not isinstance(doc, dict) or not all(isinstance(v, list) for v in doc.values()):
         raise GpuhookError(f"{path}: expected one table array per vendor ([[amd]], [[nvidia]])")
     return doc

@@ -41,14 +41,19 @@ def gc(args: argparse.Namespace) -> int:
 def status(args: argparse.Namespace) -> int:
     """`gpuhook status`: the ledger as a table or JSON."""
     path = args.ledger or os.path.join(load().state_dir, ledger.NAME)
-    if args.ledger and not os.path.isfile(args.ledger):  # state_dir's own ledger is absent until tuning is held
+    if args.ledger and not os.path.lexists(args.ledger):  # state_dir's own ledger is absent until tuning is held
         raise LedgerError(f"--ledger {args.ledger}: no such file (the ledger is state_dir/{ledger.NAME}; "
                           f"{ledger.NAME}.prev beside it is the one before)")
     state = ledger.load(path)
-    rows = [{"gpu": e["gpu"], "index": e["index"], "setting": e["name"], "original": e["original"],
-             "current": e["value"], "holders": [h["id"] + ("" if holder_alive(h) else " (gone)") for h in e["holders"]]}
-            for e in sorted(state["settings"].values(), key=lambda e: e["seq"])]
-    leases = {g: h["id"] + ("" if holder_alive(h) else " (gone)") for g, h in state["leases"].items()}
+    try:  # a ledger of the right outline may still hold entries of other shapes: one line, not a traceback
+        rows = [{"gpu": str(e["gpu"]), "index": e["index"], "setting": str(e["name"]), "original": str(e["original"]),
+                 "current": str(e["value"]),
+                 "holders": [str(h["id"]) + ("" if holder_alive(h) else " (gone)") for h in e["holders"]]}
+                for e in sorted(state["settings"].values(), key=lambda e: float(e["seq"]))]
+        leases = {g: str(h["id"]) + ("" if holder_alive(h) else " (gone)") for g, h in state["leases"].items()}
+    except (KeyError, TypeError, AttributeError, ValueError) as e:
+        raise LedgerError(f"ledger {path} holds an entry gpuhook did not write ({type(e).__name__}: {e}): "
+                          f"read the one before with --ledger {os.path.dirname(path)}/{ledger.NAME}.prev") from e
     if args.json:
         print(json.dumps({"settings": rows, "leases": leases}, indent=2))
         return 0

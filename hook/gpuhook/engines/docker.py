@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from gpuhook import fastjson
 from gpuhook.engines.wanted import Wanted
 from gpuhook.errors import EngineConfigError
 
@@ -12,13 +13,15 @@ from gpuhook.errors import EngineConfigError
 def edit(old: str, wanted: Wanted) -> str:
     """daemon.json text with gpuhook registered."""
     try:
-        data: Any = json.loads(old) if old.strip() else {}
+        data: Any = fastjson.loads(old) if old.strip() else {}  # bounded in depth
     except ValueError as e:
         raise EngineConfigError(f"daemon.json is not valid JSON ({e}): fix it first, gpuhook will not guess") from e
     if not isinstance(data, dict):
         raise EngineConfigError("daemon.json is not a JSON object")
-    runtimes = data.setdefault("runtimes", {})
-    entry = runtimes.get("gpuhook") if isinstance(runtimes.get("gpuhook"), dict) else {}
+    runtimes: Any = data.setdefault("runtimes", {})
+    if not isinstance(runtimes, dict):
+        raise EngineConfigError("daemon.json's runtimes is not an object")
+    entry: dict[str, Any] = runtimes["gpuhook"] if isinstance(runtimes.get("gpuhook"), dict) else {}
     runtimes["gpuhook"] = {**entry, "path": wanted.shim}
     if wanted.set_default:
         data["default-runtime"] = "gpuhook"

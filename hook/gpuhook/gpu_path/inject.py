@@ -8,7 +8,6 @@ request may exist.
 from __future__ import annotations
 
 import os
-import stat
 import sys
 
 from gpuhook import logs
@@ -83,7 +82,7 @@ def prepare(spec: Spec, bundle: str, config: Config, log: Any, gpuhook_bin: str 
     prepared = decide(request, inventory, facts, spec, config, gpuhook_bin,
                       () if warm is None else (f"GPUHOOK_WARM_SOCKET={warm}",))
     for directory in prepared.directories:  # before the runtime mounts them (the daemons start at prestart)
-        _make_directory(directory)
+        _make_directory(config.tuning.mps_dir, directory)
     if prepared.procfs:
         from gpuhook.apply import procfs_copy
 
@@ -260,13 +259,14 @@ def count_prepared(state_dir: str, prepared: Prepared) -> None:
         counters.bump(state_dir, counters.PREPARED, vendor)
 
 
-def _make_directory(path: str) -> None:
-    """A host directory a mount of the container needs (an MPS daemon's pipes), root's and 0755; PlanError when
-    something else is in its place."""
+def _make_directory(base: str, path: str) -> None:
+    """A host directory a mount of the container needs (an MPS daemon's pipes), root's and 0755, made below `base`
+    ([tuning] mps_dir) without following a link (statefile.make_dirs); PlanError when something else is in its
+    place. Writes directories."""
+    from gpuhook.errors import UnsafePathError
+    from gpuhook.statefile import make_dirs
+
     try:
-        os.makedirs(path, mode=0o755, exist_ok=True)
-        st = os.lstat(path)
-    except OSError as e:
-        raise PlanError(f"cannot make {path} for the container's mounts: {e.strerror}") from e
-    if not stat.S_ISDIR(st.st_mode) or (os.geteuid() == 0 and st.st_uid != 0):
-        raise PlanError(f"{path} is not a directory of root's: gpuhook will not mount it into a container")
+        make_dirs(base, path)
+    except UnsafePathError as e:
+        raise PlanError(f"{e}: gpuhook will not mount it into a container") from e

@@ -18,6 +18,7 @@ import tempfile
 import threading
 import urllib.parse
 
+from gpuhook import fastjson
 from gpuhook.configfile import read_regular
 from gpuhook.errors import KubernetesError
 
@@ -83,8 +84,8 @@ class ApiServer:
             else:
                 conn.close()
             break
-        try:
-            parsed = json.loads(raw) if raw else {}
+        try:  # a pod author's opaque parameters may nest 10,000 deep: such subtrees are cut, the rest is read
+            parsed = fastjson.loads_pruned(raw) if raw else {}
         except ValueError:
             parsed = {}
         if not 200 <= answer.status < 300:
@@ -119,37 +120,63 @@ def from_kubeconfig(path: str, timeout: float = 10.0) -> ApiServer:
     """The API server and credentials of a kubeconfig's current context. The file is JSON (`kubectl config view
     --raw --flatten -o json` writes one; YAML is not read: the driver carries no YAML parser). KubernetesError."""
     try:
-        doc = json.loads(_read(path))
+        doc = fastjson.loads(_read(path))
     except (OSError, ValueError) as e:
         raise KubernetesError(f"kubeconfig {path} cannot be read as JSON ({e}): write it with kubectl config view "
                               "--raw --flatten -o json") from e
-    ctx = _named(doc, "contexts", doc.get("current-context", ""), path).get("context", {})
-    cluster = _named(doc, "clusters", ctx.get("cluster", ""), path).get("cluster", {})
-    user = _named(doc, "users", ctx.get("user", ""), path).get("user", {})
-    server = urllib.parse.urlsplit(cluster.get("server", ""))
+    if not isinstance(doc, dict):
+        raise KubernetesError(f"kubeconfig {path} is not a JSON object: write it with kubectl config view --raw "
+                              "--flatten -o json")
+    ctx = _field(_named(doc, "contexts", _text(doc, "current-context", path), path), "context", dict, path)
+    cluster = _field(_named(doc, "clusters", _text(ctx, "cluster", path), path), "cluster", dict, path)
+    user = _field(_named(doc, "users", _text(ctx, "user", path), path), "user", dict, path)
+    server = urllib.parse.urlsplit(_text(cluster, "server", path))
     if server.scheme != "https" or not server.hostname:
         raise KubernetesError(f"kubeconfig {path}: the cluster's server {cluster.get('server')!r} is not https://")
+    try:
+        port = server.port or 443
+    except ValueError as e:
+        raise KubernetesError(f"kubeconfig {path}: the cluster's server has a bad port ({e})") from e
     context = ssl.create_default_context(cadata=_pem(cluster, "certificate-authority", path) or None)
     if user.get("client-certificate") or user.get("client-certificate-data"):
         _load_client_cert(context, _pem(user, "client-certificate", path), _pem(user, "client-key", path))
-    return ApiServer(server.hostname, server.port or 443, context, token_file=user.get("tokenFile", ""),
-                     token=user.get("token", ""), timeout=timeout)
+    return ApiServer(server.hostname, port, context, token_file=_text(user, "tokenFile", path),
+                     token=_text(user, "token", path), timeout=timeout)
 
 
 def _named(doc: dict[str, Any], section: str, name: str, path: str) -> dict[str, Any]:
-    for item in doc.get(section) or []:
+    for item in _field(doc, section, list, path):
         if isinstance(item, dict) and item.get("name") == name:
             return item
     raise KubernetesError(f"kubeconfig {path} has no {section[:-1]} named {name!r}")
 
 
+def _field(entry: dict[str, Any], key: str, kind: type, path: str) -> Any:
+    """`entry[key]` when it is a `kind` (absent: an empty one); KubernetesError naming the key otherwise."""
+    value = entry.get(key)
+    if value is None:
+        return kind()
+    if not isinstance(value, kind):
+        raise KubernetesError(f"kubeconfig {path}: {key} is a JSON {type(value).__name__}, not the "
+                              f"{'object' if kind is dict else 'list' if kind is list else 'string'} kubectl writes: "
+                              "write it with kubectl config view --raw --flatten -o json")
+    return value
+
+
+def _text(entry: dict[str, Any], key: str, path: str) -> str:
+    text: str = _field(entry, key, str, path)
+    return text
+
+
 def _pem(entry: dict[str, Any], key: str, path: str) -> str:
     """A PEM text given inline (`<key>-data`, base64) or as a file (`<key>`), else ""."""
-    if entry.get(f"{key}-data"):
-        return base64.b64decode(entry[f"{key}-data"]).decode()
-    if entry.get(key):
-        file = entry[key] if os.path.isabs(entry[key]) else os.path.join(os.path.dirname(path), entry[key])
-        return _read(file)
+    if data := _text(entry, f"{key}-data", path):
+        try:
+            return base64.b64decode(data, validate=True).decode()
+        except ValueError as e:  # binascii.Error and UnicodeDecodeError are ValueErrors
+            raise KubernetesError(f"kubeconfig {path}: {key}-data is not base64 of a PEM text ({e})") from e
+    if name := _text(entry, key, path):
+        return _read(name if os.path.isabs(name) else os.path.join(os.path.dirname(path), name))
     return ""
 
 

@@ -9,8 +9,10 @@ import json
 import os
 import shutil
 
+from gpuhook import fastjson
 from gpuhook.errors import SimulatorError
 from gpuhook.simulator.host import MARKER, HostSpec
+from gpuhook.statefile import read_bounded
 from gpuhook.vendors.registry import all_vendors
 
 TYPE_CHECKING = False
@@ -35,15 +37,19 @@ def build_host(root: str, spec: HostSpec, replace: bool = True) -> str:
 def spec_of(root: str) -> HostSpec:
     """The spec a simulated host was built from (its marker); SimulatorError when there is none."""
     try:
-        with open(os.path.join(root, MARKER)) as f:
-            fields = json.loads(f.read(1 << 20))
+        fields = fastjson.loads(read_bounded(os.path.join(root, MARKER), 1 << 20))
+        if not isinstance(fields, dict):
+            raise ValueError("not a JSON object")
     except (OSError, ValueError) as e:
         raise SimulatorError(f"{root} is no simulated host gpuhook built: {e}") from e
 
     def frozen(v: Any) -> Any:
         return tuple(frozen(x) for x in v) if isinstance(v, list) else v
 
-    return HostSpec(**{k: frozen(v) for k, v in fields.items()})
+    try:
+        return HostSpec(**{k: frozen(v) for k, v in fields.items()})
+    except TypeError as e:  # a field HostSpec lacks
+        raise SimulatorError(f"{root}: its marker is not one this gpuhook wrote ({e}): build the host anew") from e
 
 
 def _prepare(root: str, replace: bool) -> None:

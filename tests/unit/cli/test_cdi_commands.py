@@ -89,3 +89,22 @@ def test_validate_finds_missing_host_files_and_conflicts(host: str, tmp_path: Pa
     out = capsys.readouterr().out
     assert "the host has no mount source /nonexistent/libx.so" in out and "no hook program /nonexistent/hook" in out
     assert f"{d / 'b.json'}: {d / 'a.json'} defines example.com/gpu=0 too" in out and "not valid YAML" in out
+
+
+@pytest.mark.parametrize(("name", "text", "says"), [
+    ("deep.json", '{"kind": "a.b/c", "devices": ' + "[" * 2000 + "]" * 2000 + "}", "nests deeper than 64 levels"),
+    ("deep.yaml", "a: " + "[" * 2000 + "]" * 2000 + "\n", "not"),
+    ("fifo.json", None, "not a regular file"),
+], ids=["json-2000", "yaml-2000", "fifo"])
+def test_a_hostile_spec_file_is_one_cdi_error(tmp_path: Path, name: str, text: str | None, says: str) -> None:
+    """Issue 43, 7: a spec in a CDI directory is read bounded in size, depth and file kind."""
+    from gpuhook.cli.cdi_files import read_spec
+    from gpuhook.errors import CdiError
+
+    path = tmp_path / name
+    os.mkfifo(path) if text is None else path.write_text(text)
+    if name.endswith(".yaml"):
+        pytest.importorskip("yaml")
+    with pytest.raises(CdiError, match=says) as e:
+        read_spec(str(path))
+    assert str(e.value).startswith(f"{path}: ") and "\n" not in str(e.value)

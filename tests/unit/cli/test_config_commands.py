@@ -84,3 +84,48 @@ def test_simulate_does_not_replace_a_host_silently(tmp_path: Path) -> None:
     (tmp_path / "mine/data").write_text("x")
     other = _gpuhook(["simulate", "--root", str(tmp_path / "mine"), "--replace"], tmp_path / "c.toml")
     assert other.returncode == 1 and "was not made by gpuhook simulate" in other.stderr
+
+
+def _one_line_refusal(args: list[str], config: Path, says: str) -> None:
+    """The real command line within a deadline (a FIFO once hung it): exit 1, one line naming `says`."""
+    import os
+    import subprocess
+    import sys
+
+    from .test_admin import HOOK
+
+    code = f"import sys\nsys.path.insert(0, {HOOK!r})\nfrom gpuhook.cli.admin import main\nsys.exit(main())"
+    done = subprocess.run([sys.executable, "-I", "-c", code, *args], capture_output=True, text=True, check=False,
+                          timeout=30, env={"PATH": os.environ["PATH"], "GPUHOOK_CONFIG": str(config)})
+    assert done.returncode == 1, done.stderr
+    assert len(done.stderr.splitlines()) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert says in done.stderr
+
+
+@pytest.mark.parametrize(("pairs", "says"), [
+    (["runtime.x=1"], "runtime is a value, not a table"),
+    (["policy.requests.deeper.still=1"], "policy.requests is a value, not a table"),
+    (["=1"], "expected KEY=VALUE"),
+    (["policy..requests=any"], "expected KEY=VALUE"),
+], ids=["through-a-string", "through-a-nested-string", "no-key", "empty-part"])
+def test_set_through_a_value_is_one_line(tmp_path: Path, pairs: list[str], says: str) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text('runtime = "runc"\n[policy]\nrequests = "any"\n')
+    _one_line_refusal(["config", "set", "--config", str(config), *pairs], config, says)
+    assert config.read_text() == 'runtime = "runc"\n[policy]\nrequests = "any"\n'
+
+
+def test_set_on_a_fifo_is_refused_at_once(tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "fifo.toml"
+    os.mkfifo(fifo)
+    _one_line_refusal(["config", "set", "--config", str(fifo), "runtime=crun"], tmp_path / "none.toml",
+                      "not a regular file")
+
+
+def test_set_on_a_deep_file_is_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text("x = " + "[" * 2000 + "]" * 2000 + "\n")
+    _one_line_refusal(["config", "set", "--config", str(config), "runtime=crun"], config, f"config {config}")
+    _one_line_refusal(["config", "show"], config, f"config {config}")

@@ -48,3 +48,23 @@ def test_one_nvml_session_however_many_requirements(fake_host: FakeHost, tmp_pat
     assert prepare(spec, str(tmp_path / "b"), config, _Discard()) is not None
     inits = Path(host + "/var/lib/gpuhook-sim/nvml.inits").read_text().splitlines()
     assert inits == ["init"]
+
+
+def test_a_link_planted_at_the_mps_home_is_not_followed(fake_host: FakeHost, tmp_path: Path) -> None:
+    """Issue 43, 8: gpuhook made pipe/ where a link at <mps_dir>/<UUID> pointed and mounted it read-write."""
+    from gpuhook.frozen import replace
+    from gpuhook.host.root import Root
+    from gpuhook.vendors.discover import discover
+
+    host = fake_host(nvidia=1)
+    uuid = next(g.uuid for v in discover(Root(host)).vendors for g in v.gpus)
+    (tmp_path / "mps").mkdir()
+    (tmp_path / "target").mkdir()
+    (tmp_path / "mps" / uuid).symlink_to(tmp_path / "target")
+    (tmp_path / "b" / "rootfs" / "dev").mkdir(parents=True, exist_ok=True)
+    config = Config(path="c", host_root=host, state_dir=str(tmp_path / "state"))
+    config = replace(config, tuning=replace(config.tuning, mps_dir=str(tmp_path / "mps")))
+    spec = oci_config(["true"], annotations={"gpuhook.dev/gpus": "0", "gpuhook.dev/mps": "true"})
+    with pytest.raises(PlanError, match=f"{tmp_path}/mps/{uuid} is a symbolic link or not a directory"):
+        prepare(spec, str(tmp_path / "b"), config, _Discard())
+    assert list((tmp_path / "target").iterdir()) == []

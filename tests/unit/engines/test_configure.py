@@ -206,3 +206,15 @@ def test_broken_daemon_json_is_refused_untouched(tmp_path: Path) -> None:
     with pytest.raises(EngineConfigError, match="not valid JSON"):
         configure("docker", str(path), W)
     assert path.read_text() == '{"runtimes": ' and not (tmp_path / "daemon.json.gpuhook-orig").exists()
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ('{"x": ' + "[" * 2000 + "]" * 2000 + "}", "nests deeper than 64 levels"),
+    ('{"runtimes": ["runc"]}', "runtimes is not an object"),
+], ids=["deep", "runtimes-a-list"])
+def test_a_hostile_daemon_json_is_one_line(text: str, says: str) -> None:
+    """Issue 43, 7: the admin's daemon.json is read bounded in depth and shape, never a traceback."""
+    from gpuhook.engines import docker
+
+    with pytest.raises(EngineConfigError, match=says):
+        docker.edit(text, Wanted(shim="/usr/local/bin/gpuhook-runtime", gpuhook="/usr/local/bin/gpuhook", config=""))

@@ -11,7 +11,7 @@ import subprocess
 import time
 
 from gpuhook.errors import TuningError
-from gpuhook.statefile import read_bounded
+from gpuhook.statefile import make_dirs, read_bounded
 
 DEADLINE = 10.0  # seconds for the control program to start the daemon or make it quit
 PID_FILE = "nvidia-cuda-mps-control.pid"
@@ -23,12 +23,15 @@ def directories(home: str) -> tuple[str, str]:
 
 
 def make(home: str) -> None:
-    """The daemon's directories (0755, root's; the pipe directory is where clients connect). Writes directories."""
+    """The daemon's directories (0755, root's; the pipe directory is where clients connect), made below [tuning]
+    mps_dir without following a link (statefile.make_dirs). Writes directories."""
+    from gpuhook.errors import UnsafePathError
+
     for d in directories(home):
-        os.makedirs(d, mode=0o755, exist_ok=True)
-        st = os.lstat(d)
-        if not os.path.isdir(d) or os.path.islink(d) or (st.st_uid != 0 and os.geteuid() == 0):
-            raise TuningError(f"{d} is not a directory of root's: the MPS directory cannot be trusted")
+        try:
+            make_dirs(os.path.dirname(home), d)
+        except UnsafePathError as e:
+            raise TuningError(f"the MPS directory cannot be trusted: {e}") from e
 
 
 def start(control: str, uuid: str, home: str) -> None:
