@@ -1,16 +1,23 @@
 """A node in a box, for gpuhook's DaemonSet to install itself onto as it does onto a real node.
 
-The DaemonSet's pods use the host: `hostPID` and `nsenter -t 1 -m` put its installer, device plugin and exporter in
-the node's mount namespace, where install.sh writes /opt/gpuhook, /usr/local/bin, /etc/gpuhook and containerd's
-config, and restarts containerd with `systemctl`. Here the node is a PID and mount namespace of its own:
+The DaemonSet's pods use the host: `hostPID` and `nsenter -t 1 -m` put its installer in the node's mount namespace
+(for `gpuhook configure` and `systemctl`), and its hostPath mounts (the node's / at /host, the kubelet's
+directories, /run/gpuhook) are the node's paths: it copies the build to /opt/gpuhook, writes /etc/gpuhook,
+containerd's config and a unit in /etc/systemd/system, and restarts containerd with `systemctl`. Here the node is a
+PID and mount namespace of its own:
 - its pid 1 (a reaper) holds a mount namespace where each host path the node's software writes is private: a
   tmpfs or a directory of the test's (HOST_PATHS). A path the host lacks is made for the bind and removed after;
-- containerd and the kubelet run in the box's namespaces (nsenter -m -p), so a hostPID pod's pid 1 is the box's;
+- containerd and the kubelet run in the box's namespaces (nsenter -m -p), so a hostPID pod's pid 1 is the box's
+  and its hostPath mounts are the box's paths;
 - `systemctl` in the box (/usr/local/sbin, first on the images' PATH) asks the box's service manager (Box._serve,
   in the test): `restart containerd` restarts the test's containerd service; `restart gpuhook-warm` starts what
-  the unit install.sh wrote in the box's /etc/systemd/system says (Environment=, ExecStart=), kept running as its
-  Restart=always says. /run/systemd/system exists in the box, so install.sh sees a systemd host. That is the one
-  stand-in: this machine has no systemd as pid 1.
+  the unit the installer wrote in the box's /etc/systemd/system says (Environment=, ExecStart=), kept running as
+  its Restart=always says; `stop` stops it. /run/systemd/system exists in the box, so the installer sees a systemd
+  host. That is the one stand-in: this machine has no systemd as pid 1.
+A bare box (`box(d, bare=True)`) is a node that brings nothing of gpuhook's needs: in its mount namespace Python
+(Debian's, pyenv's, the checkout's .venv), the C compilers and apt/dpkg are hidden (an empty file or directory of
+no permissions bound over each), and /usr is read-only (as on Talos, Flatcar, Bottlerocket), /usr/local/bin too.
+Its / is shared within the box (none of it with the host), as a systemd host's is, for HostToContainer mounts.
 Ending the box's pid 1 ends every process in it; nothing of the box stays on the host."""
 
 from __future__ import annotations
@@ -42,6 +49,27 @@ while True:
         os.wait()
     except ChildProcessError:
         time.sleep(0.5)
+"""
+
+# what a bare box hides: what a node without Python, a compiler or a package manager lacks ($1: an empty file,
+# $2: an empty directory, both of no permissions; then more directories to hide); then /usr and what is mounted
+# under it read-only
+BARE = """set -e
+empty_file=$1 empty_dir=$2
+shift 2
+for f in /usr/bin/python* /usr/bin/pip* /usr/bin/cc /usr/bin/c++ /usr/bin/gcc* /usr/bin/g++* /usr/bin/cpp* \
+         /usr/bin/x86_64-linux-gnu-* /usr/bin/aarch64-linux-gnu-* /usr/bin/clang* /usr/bin/tcc /usr/bin/make \
+         /usr/bin/apt* /usr/bin/dpkg* /usr/sbin/dpkg* /usr/bin/aptitude; do
+  if [ -f "$f" ] && [ ! -L "$f" ]; then mount --bind "$empty_file" "$f"; fi
+done
+for d in /usr/lib/gcc /usr/libexec/gcc /usr/lib/python3 /usr/lib/python3.* /usr/local/lib/python3* "$@"; do
+  if [ -d "$d" ] && [ ! -L "$d" ]; then mount --bind "$empty_dir" "$d"; fi
+done
+mount --rbind /usr /usr
+mount -o remount,bind,ro /usr
+under=$(awk '$5 ~ "^/usr/" {print $5}' /proc/self/mountinfo)
+[ -n "$under" ]
+for m in $under; do mount -o remount,bind,ro "$m"; done
 """
 
 SYSTEMCTL = """#!/bin/sh
@@ -165,7 +193,7 @@ class Box:
 
 
 @contextlib.contextmanager
-def box(d: Path) -> Iterator[Box]:
+def box(d: Path, bare: bool = False) -> Iterator[Box]:
     d.mkdir(parents=True, exist_ok=True)
     control = d / "systemctl"
     control.mkdir()
@@ -190,7 +218,7 @@ def box(d: Path) -> Iterator[Box]:
     (sbin / "systemctl").write_text(SYSTEMCTL.replace("{control}", str(control)))
     (sbin / "systemctl").chmod(0o755)
     script = " && ".join([*binds, "mkdir -p /var/lib/kubelet/device-plugins /run/systemd/system",
-                          f'exec {sys.executable} -I -c "$0"'])
+                          "mount --make-rshared /", f'exec {sys.executable} -I -c "$0"'])
     with open(d / "box.log", "wb") as log:
         holder = subprocess.Popen(["unshare", "-m", "-p", "-f", "--propagation", "private", "--mount-proc", "sh",
                                    "-c", script, REAPER], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -201,6 +229,8 @@ def box(d: Path) -> Iterator[Box]:
             if holder.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the box did not start: {(d / 'box.log').read_text()}")
             time.sleep(0.05)
+        if bare:
+            _strip(d, pid)
         b = Box(d, pid, holder, control)
         stop = threading.Event()
         manager = threading.Thread(target=b._serve, args=(stop,), daemon=True)
@@ -219,6 +249,19 @@ def box(d: Path) -> Iterator[Box]:
         for m in made:
             with contextlib.suppress(OSError):
                 m.rmdir()
+
+
+def _strip(d: Path, pid: int) -> None:
+    """Hide Python, the compilers and the package manager in the box's mount namespace and make /usr read-only
+    (BARE), once its pid 1 runs (the test's Python, which it is, started before)."""
+    empty_file, empty_dir = d / "hidden-file", d / "hidden-dir"
+    empty_file.touch(mode=0)
+    empty_dir.mkdir(mode=0)
+    pythons = {str(Path.home() / ".pyenv"), sys.prefix, sys.base_prefix} - {"/", "/usr", "/usr/local"}
+    done = subprocess.run(["nsenter", "-t", str(pid), "-m", "-p", "--", "sh", "-c", BARE, "bare", str(empty_file),
+                           str(empty_dir), *sorted(pythons)], capture_output=True, text=True, timeout=30, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"the box could not be made bare: {done.stderr}")
 
 
 def _child_of(pid: int, timeout: float) -> int:

@@ -224,48 +224,54 @@ def _remove_kubepods() -> None:
 INSTALLER_IMAGE = "gpuhook.test/installer:1"
 
 
-def installer_image(base_rootfs: str, out: Path) -> Path:
-    """The DaemonSet's image as packaging/kubernetes/Dockerfile.installer makes it, smaller: this checkout's files
-    (tracked and new, not ignored) at /src with the dependencies' wheels (download-wheels.sh), and sh, cp and
-    nsenter (busybox applets) to run install.sh on the node. The archive's path."""
+def self_contained_build() -> Path:
+    """gpuhook's self-contained build of this checkout for this machine (packaging/build-bundle.sh; its runtime
+    is cached by key, so a build after the first takes under a minute)."""
+    done = subprocess.run(["bash", str(REPO / "packaging/build-bundle.sh")], capture_output=True, text=True,
+                          check=False, timeout=1800, cwd=REPO)
+    if done.returncode != 0:
+        raise RuntimeError(f"packaging/build-bundle.sh failed: {done.stderr.strip()[-3000:]}")
+    return REPO / done.stdout.strip().splitlines()[-1]
+
+
+def installer_image(out: Path) -> Path:
+    """The DaemonSet's image as packaging/kubernetes/Dockerfile.installer makes it: the self-contained build at
+    /opt/gpuhook and a static busybox with its applets (sh, cp, sed, nsenter, ...), nothing else (no C library, no
+    Python). The archive's path."""
     rootfs = out / "installer-rootfs"
-    shutil.copytree(base_rootfs, rootfs, symlinks=True)
-    for applet in ("cp", "rm", "mkdir", "mv", "nsenter"):
-        link = rootfs / "bin" / applet
-        if not link.exists():
-            link.symlink_to("busybox")
-    files = subprocess.run(["git", "-C", str(REPO), "ls-files", "-co", "--exclude-standard", "-z"],
-                           capture_output=True, check=True).stdout.decode().split("\0")
-    for name in filter(None, files):
-        source, target = REPO / name, rootfs / "src" / name
-        if source.is_symlink() or source.is_file():  # a link as a link; a file deleted but tracked is left out
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target, follow_symlinks=False)
-    subprocess.run(["bash", str(REPO / "packaging/download-wheels.sh"), str(rootfs / "src/packaging/wheels")],
-                   env={**os.environ, "PYTHON": str(REPO / ".venv/bin/python")}, check=True, capture_output=True,
-                   timeout=300)
+    for d in ("bin", "dev", "proc", "sys", "tmp", "etc", "run", "var", "opt"):
+        (rootfs / d).mkdir(parents=True)
+    busybox = shutil.which("busybox") or "/bin/busybox"
+    shutil.copy2(busybox, rootfs / "bin/busybox")
+    applets = subprocess.run([busybox, "--list"], capture_output=True, text=True, check=True).stdout.split()
+    for applet in applets:
+        if applet != "busybox":
+            (rootfs / "bin" / applet).symlink_to("busybox")
+    shutil.copytree(self_contained_build(), rootfs / "opt/gpuhook", symlinks=True)
     tar = out / "installer.tar"
-    oci_image.write_archive(str(rootfs), str(tar), INSTALLER_IMAGE, cmd=["sh"])
+    oci_image.write_archive(str(rootfs), str(tar), INSTALLER_IMAGE, cmd=["/opt/gpuhook/bin/gpuhook", "--version"],
+                            env={"PATH": "/opt/gpuhook/bin:/usr/sbin:/usr/bin:/sbin:/bin"})
     return tar
 
 
 @dataclass
 class InstalledNode:
-    """A node gpuhook is not on yet: containerd without gpuhook and a kubelet, in a box (box.py) for the DaemonSet
-    to install gpuhook onto."""
+    """A node gpuhook is not on yet: containerd without gpuhook and a kubelet, in a bare box (box.py: no Python,
+    compiler or package manager, a read-only /usr) for the DaemonSet to install gpuhook onto."""
 
     d: Path
     env: cri_env.CriEnv
     box: Box
     kubelet_log: Path
+    engine_config: bytes  # containerd's config.toml before the DaemonSet came
 
 
 @contextlib.contextmanager
 def installed_node(d: Path, base_rootfs: str, plane: ControlPlane, containerd: str = "containerd",
                    cdi_dirs: tuple[str, ...] = ()) -> Iterator[InstalledNode]:
     d.mkdir(parents=True, exist_ok=True)
-    tar = installer_image(base_rootfs, d)
-    with box(d / "box") as b:
+    tar = installer_image(d)
+    with box(d / "box", bare=True) as b:
         etc_containerd = d / "box" / "paths" / "etc-containerd"
         with cri_env.start(d, base_rootfs, "", "", register=False, network=True, containerd=containerd,
                            spawn=b.spawner("containerd"), config_file=etc_containerd / "config.toml",
@@ -274,7 +280,7 @@ def installed_node(d: Path, base_rootfs: str, plane: ControlPlane, containerd: s
             kubelet_log = d / "kubelet.log"
             b.spawner("kubelet")(kubelet_argv(d, env, plane), dict(os.environ), kubelet_log)
             try:
-                yield InstalledNode(d, env, b, kubelet_log)
+                yield InstalledNode(d, env, b, kubelet_log, (etc_containerd / "config.toml").read_bytes())
             finally:
                 plane.kubectl("delete", "daemonsets,deployments,pods", "--all", "--all-namespaces",
                               "--wait", "--timeout", "60s", check=False, timeout=90)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -65,7 +66,8 @@ def test_the_chart_lints_clean(helm_env: dict[str, str]) -> None:
 
 
 def test_a_value_outside_the_charts_schema_is_refused(helm_env: dict[str, str]) -> None:
-    for bad in ("devicePlugin.migStrategy=half", "devicePlugin.timeSlicing.replicas=0", "engine=lxc"):
+    for bad in ("devicePlugin.migStrategy=half", "devicePlugin.timeSlicing.replicas=0", "engine=lxc",
+                "hostDir=gpuhook", "hostDir=/usr", "hostDir=/opt/../usr", "hostDir=/opt/gpu hook", "hostDir=/"):
         done = helm(helm_env, "template", "gpu", str(CHART), f"--set={bad}", check=False)
         assert done.returncode != 0 and "values don't meet the specifications of the schema" in done.stderr, bad
 
@@ -78,9 +80,53 @@ def test_the_defaults_render_a_cluster_nodes_config_with_the_warm_helper_on(helm
     assert all(x in text for x in ('requests = "allocated"', 'mig_strategy = "none"', "replicas = 1"))
     pod = one(docs, "DaemonSet")["spec"]["template"]["spec"]
     env = {e["name"]: e["value"] for e in pod["initContainers"][0]["env"]}
-    assert env["GPUHOOK_INSTALL_FLAGS"] == "" and env["GPUHOOK_ENGINE"] == "containerd"  # warm: install.sh's default
-    assert [c["name"] for c in pod["containers"]] == ["device-plugin", "exporter"]
-    assert pod["hostPID"] is True  # nsenter -t 1: the node's mount namespace
+    assert env == {"GPUHOOK_HOST_DIR": "/usr/local/gpuhook", "GPUHOOK_ENGINE": "containerd", "GPUHOOK_WARM": "1",
+                   "GPUHOOK_RESTART_ENGINE": "1", "GPUHOOK_LABELS": "1"}
+    assert pod["initContainers"][0]["command"] == ["/bin/sh", "/config/node.sh", "install"]
+    containers = {c["name"]: c for c in pod["containers"]}
+    assert list(containers) == ["node", "device-plugin", "exporter"]
+    assert containers["node"]["command"] == ["/bin/sh", "/config/node.sh", "hold"]
+    # the daemons from the image, in their own containers (no nsenter), the node's / at /host read-only
+    assert containers["device-plugin"]["command"][:2] == ["/opt/gpuhook/bin/gpuhook", "device-plugin"]
+    assert containers["exporter"]["command"] == ["/opt/gpuhook/bin/gpuhook", "exporter", "--node-root=/host"]
+    for name in ("device-plugin", "exporter"):
+        mounts = {m["mountPath"]: m for m in containers[name]["volumeMounts"]}
+        assert mounts["/host"]["readOnly"] is True and "/run/gpuhook" in mounts and "/etc/gpuhook" in mounts
+    assert pod["hostPID"] is True  # nsenter -t 1: the node's mount namespace, for the install and its undoing
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["host"]["hostPath"]["path"] == "/"
+
+
+def test_the_containers_read_the_node_through_host(helm_env: dict[str, str], tmp_path: Path) -> None:
+    """The pod's containers' config is the node's with host_root under /host (where the node's / is mounted) and
+    no log file of the node's; gpuhook accepts it."""
+    docs = render(helm_env, "config.top.host_root=/run/nvidia/driver", "config.top.log_file=/var/log/gpuhook.log",
+                  "devicePlugin.timeSlicing.replicas=3")
+    data = one(docs, "ConfigMap")["data"]
+    node, pods = tomllib.loads(data["config.toml"]), tomllib.loads(data["container.toml"])
+    assert (node["host_root"], pods["host_root"]) == ("/run/nvidia/driver", "/host/run/nvidia/driver")
+    assert node["log_file"] == "/var/log/gpuhook.log" and "log_file" not in pods
+    assert {k: v for k, v in node.items() if k not in ("host_root", "log_file")} == {
+        k: v for k, v in pods.items() if k != "host_root"}
+    path = tmp_path / "container.toml"
+    path.write_text(data["container.toml"])
+    done = subprocess.run([conftest.GPUHOOK, "config", "show"], capture_output=True, text=True, check=False,
+                          env={"GPUHOOK_CONFIG": str(path), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    assert tomllib.loads(one(render(helm_env), "ConfigMap")["data"]["container.toml"])["host_root"] == "/host"
+
+
+def test_the_dra_driver_names_the_nodes_paths(helm_env: dict[str, str]) -> None:
+    """hostDir reaches the installer and the DRA driver, whose CDI specs name the build copied there."""
+    docs = render(helm_env, "dra.enabled=true", "devicePlugin.enabled=false", "hostDir=/var/lib/gpuhook")
+    pod = one(docs, "DaemonSet")["spec"]["template"]["spec"]
+    driver = next(c for c in pod["containers"] if c["name"] == "dra-driver")
+    assert "--node-root=/host" in driver["command"] and "--node-bin-dir=/var/lib/gpuhook/bin" in driver["command"]
+    mounts = {m["mountPath"] for m in driver["volumeMounts"]}
+    assert {"/host", "/etc/gpuhook", "/run/gpuhook", "/var/lib/kubelet/plugins", "/var/lib/kubelet/plugins_registry",
+            "/var/run/cdi"} <= mounts
+    env = {e["name"]: e["value"] for e in pod["initContainers"][0]["env"]}
+    assert env["GPUHOOK_HOST_DIR"] == "/var/lib/gpuhook"
 
 
 def test_values_reach_the_nodes_config(helm_env: dict[str, str], tmp_path: Path) -> None:
@@ -97,7 +143,7 @@ def test_values_reach_the_nodes_config(helm_env: dict[str, str], tmp_path: Path)
     assert "RuntimeClass" not in [d["kind"] for d in docs]
     pod = one(docs, "DaemonSet")["spec"]["template"]["spec"]
     env = {e["name"]: e["value"] for e in pod["initContainers"][0]["env"]}
-    assert env["GPUHOOK_INSTALL_FLAGS"] == "--no-warm"
+    assert env["GPUHOOK_WARM"] == ""
     assert one(docs, "Service")["spec"]["ports"][0]["port"] == 9400
 
 

@@ -69,18 +69,34 @@ def test_the_cluster_config_is_valid() -> None:
 
 
 def test_daemonset_installs_configures_containerd_and_runs_the_device_plugin() -> None:
-    ds = next(d for d in _all("daemonset.yaml") if d["kind"] == "DaemonSet")
-    pod = ds["spec"]["template"]["spec"]
-    script = pod["initContainers"][0]["args"][0]
+    """The init container runs node.sh (from the ConfigMap) to copy the image's build to the node, write the config,
+    register with containerd and restart it, start the warm helper and write the labels; the node container undoes
+    that when the pod ends; the device plugin runs from the image, reading the node through /host."""
+    docs = _all("daemonset.yaml")
+    pod = next(d for d in docs if d["kind"] == "DaemonSet")["spec"]["template"]["spec"]
+    script = next(d for d in docs if d["kind"] == "ConfigMap")["data"]["node.sh"]
     env = {e["name"]: e["value"] for e in pod["initContainers"][0]["env"]}
     assert env["GPUHOOK_ENGINE"] == "containerd" and env["GPUHOOK_RESTART_ENGINE"] and env["GPUHOOK_LABELS"]
-    assert 'install.sh --configure "$GPUHOOK_ENGINE"' in script and 'systemctl restart "$GPUHOOK_ENGINE"' in script
-    assert "gpuhook labels" in script and "/host/etc/gpuhook/config.toml" in script
-    # the warm helper: install.sh's default (a host service), unless the flags say --no-warm; doctor says the path
-    assert "--no-warm" not in env["GPUHOOK_INSTALL_FLAGS"] and "$GPUHOOK_INSTALL_FLAGS" in script
-    assert "gpuhook doctor" in script
-    plugin = pod["containers"][0]["command"]
-    assert plugin[-2:] == ["/usr/local/bin/gpuhook", "device-plugin"] and pod["hostPID"] is True
+    assert env["GPUHOOK_WARM"] and env["GPUHOOK_HOST_DIR"] == "/usr/local/gpuhook"
+    assert pod["initContainers"][0]["command"] == ["/bin/sh", "/config/node.sh", "install"]
+    assert 'configure "$engine" --runtime-path "$dir/bin/gpuhook-runtime"' in script
+    assert 'configure "$engine" --revert' in script and 'systemctl restart "$engine"' in script
+    assert 'cp -a "$build" "$host$dir.new"' in script and "/etc/gpuhook/config.toml" in script
+    assert '"$dir/bin/gpuhook" labels' in script and '"$dir/bin/gpuhook" doctor' in script
+    for never in ("apt-get", "pip", "python3 ", "install.sh", "gcc"):  # the node needs nothing of its own
+        assert never not in script, never
+    node = next(c for c in pod["containers"] if c["name"] == "node")
+    assert node["command"] == ["/bin/sh", "/config/node.sh", "hold"] and pod["terminationGracePeriodSeconds"] >= 30
+    plugin = next(c for c in pod["containers"] if c["name"] == "device-plugin")
+    assert plugin["command"][:2] == ["/opt/gpuhook/bin/gpuhook", "device-plugin"] and pod["hostPID"] is True
+
+
+def test_the_containers_config_reads_the_node_through_host() -> None:
+    from gpuhook.config import from_table
+
+    cm = next(d for d in _all("daemonset.yaml") if d["kind"] == "ConfigMap")
+    config = from_table(tomllib.loads(cm["data"]["container.toml"]), "/etc/gpuhook/config.toml")
+    assert config.host_root == "/host" and config.policy.requests == "allocated"
 
 
 def test_the_exporter_runs_beside_the_device_plugin_and_its_service_scrapes_it() -> None:
@@ -92,7 +108,7 @@ def test_the_exporter_runs_beside_the_device_plugin_and_its_service_scrapes_it()
     docs = _all("daemonset.yaml")
     pod = next(d for d in docs if d["kind"] == "DaemonSet")["spec"]["template"]
     exporter = next(c for c in pod["spec"]["containers"] if c["name"] == "exporter")
-    assert exporter["command"][-2:] == ["/usr/local/bin/gpuhook", "exporter"]
+    assert exporter["command"] == ["/opt/gpuhook/bin/gpuhook", "exporter", "--node-root=/host"]
     port = next(p for p in exporter["ports"] if p["name"] == "metrics")["containerPort"]
     config = from_table(tomllib.loads(_configmap()), "/etc/gpuhook/config.toml")
     assert parse_listen(config.exporter.listen) == ("0.0.0.0", port)  # the pod's address, not the loopback

@@ -69,8 +69,10 @@ def save(state_dir: str, rec: ContainerRecord) -> None:
                                "exclusive": list(rec.exclusive)}), mode=0o644, durable=False)
 
 
-def alive(rec: ContainerRecord) -> bool:
-    """Whether the container still exists (its runtime state, or its init process, is there)."""
+def alive(rec: ContainerRecord, node_root: str = "/") -> bool:
+    """Whether the container still exists (its runtime state, or its init process, is there). `node_root`: where
+    the node's / is, for a reader in a container of its own (the runtime's state is a node path; pids are the
+    node's, hostPID)."""
     from gpuhook.host.processes import start_time
 
     if rec.pid:
@@ -80,7 +82,7 @@ def alive(rec: ContainerRecord) -> bool:
     # and exited between the two looks (a GPU given twice by count:N, once in dozens of rounds)
     if rec.creator and start_time(rec.creator) == rec.creator_start != "":
         return True
-    return os.path.exists(os.path.join(rec.runtime_root, rec.id, "state.json"))
+    return os.path.exists(os.path.join(node_root, rec.runtime_root.lstrip("/"), rec.id, "state.json"))
 
 
 def remove(state_dir: str, rec: ContainerRecord) -> None:
@@ -123,12 +125,12 @@ def _live_of(state_dir: str, container_id: str) -> list[ContainerRecord]:
             if rec.id == container_id and alive(rec)]
 
 
-def live_records(state_dir: str, prune: bool = True) -> list[ContainerRecord]:
-    """Records of containers that still exist; the others are removed (unless not `prune`). Reads (and
-    deletes) files."""
+def live_records(state_dir: str, prune: bool = True, node_root: str = "/") -> list[ContainerRecord]:
+    """Records of containers that still exist (`node_root`: alive's); the others are removed (unless not
+    `prune`). Reads (and deletes) files."""
     out = []
     for rec, path in _records(state_dir):
-        if alive(rec):
+        if alive(rec, node_root):
             out.append(rec)
         elif prune:
             unlink(path)

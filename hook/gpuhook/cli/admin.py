@@ -31,8 +31,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         kubelet_dir = _kubelet_dir(args_in[1:])
         if kubelet_dir is not None:
             return _reported(lambda: _serve_plugin(kubelet_dir))
-    if args_in[:1] == ["simulate-react"] and len(args_in) == 5:  # a simulated driver's stub, in the single binary
-        return _reported(lambda: _react(args_in[1:]))
     parser = _parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
@@ -168,6 +166,12 @@ def _parser() -> argparse.ArgumentParser:
     dra.add_argument("--kubelet-registry-dir", default="/var/lib/kubelet/plugins_registry",
                      help="the kubelet's plugin registry (default: /var/lib/kubelet/plugins_registry)")
     dra.add_argument("--cdi-dir", default="/var/run/cdi", help="where prepared claims' CDI specs go")
+    dra.add_argument("--node-root", default="/",
+                     help="where the node's / is mounted, for a driver in a container of its own (default: /, on "
+                          "the node): the CDI specs name the node's paths, host_root without this prefix")
+    dra.add_argument("--node-bin-dir", default="",
+                     help="the node's directory of this same gpuhook build, whose hooks the CDI specs run (default: "
+                          "this gpuhook's own directory)")
     dra.set_defaults(func=_dra_driver)
     part = sub.add_parser("partition", help="GPU partition layouts (NVIDIA MIG, AMD compute and memory partitions) "
                           "from a file")
@@ -207,6 +211,9 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("--textfile", metavar="DIR", help="write DIR/gpuhook.prom for node_exporter's textfile "
                     "collector every [exporter] interval instead of serving HTTP (default: [exporter] textfile_dir)")
     ex.add_argument("--once", action="store_true", help="one scrape: write the textfile once, or print the metrics")
+    ex.add_argument("--node-root", default="/",
+                    help="where the node's / is mounted, for an exporter in a container of its own (default: /, on "
+                         "the node): the engine's state the runtime's records name is read under it")
     ex.set_defaults(func=_exporter)
     warm = sub.add_parser("warm", help="the optional warm helper: GPU containers and hooks start without a Python "
                           "start of their own (a root daemon; without it they take the direct path)")
@@ -277,7 +284,7 @@ def _dra_driver(args: argparse.Namespace) -> int:
     else:
         api = apiserver.in_cluster(args.service_account or apiserver.SERVICE_ACCOUNT)
     return run(load(), api, args.node_name, args.driver_name, args.kubelet_plugins_dir, args.kubelet_registry_dir,
-               args.cdi_dir)
+               args.cdi_dir, args.node_root, args.node_bin_dir)
 
 
 def _warm(socket_path: str) -> int:
@@ -290,7 +297,7 @@ def _exporter(args: argparse.Namespace) -> int:
     from gpuhook.config import load
     from gpuhook.metrics.exporter import run
 
-    return run(load(), args.listen, args.textfile, args.once)
+    return run(load(), args.listen, args.textfile, args.once, args.node_root)
 
 
 def _doctor(args: argparse.Namespace) -> int:
@@ -333,12 +340,6 @@ def _host() -> Any:
     from gpuhook.cli import host_commands
 
     return host_commands
-
-
-def _react(args: list[str]) -> int:
-    from gpuhook.testing.react import main
-
-    return main(args)
 
 
 def _partition() -> Any:

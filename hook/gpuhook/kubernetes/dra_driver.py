@@ -161,18 +161,16 @@ class Driver(dra_pb2_grpc.DRAPluginServicer, drahealth_pb2_grpc.DRAResourceHealt
 
 
 def run(config: Config, api: ApiServer, node: str, driver: str, plugins_dir: str, registry_dir: str,
-        cdi_dir: str) -> int:
+        cdi_dir: str, node_root: str = "/", node_bin_dir: str = "") -> int:
     """Serve until SIGTERM/SIGINT; returns the exit status. Reads the host, writes sockets, CDI specs and
-    records, talks to the kubelet and the API server."""
+    records, talks to the kubelet and the API server. `node_root`, `node_bin_dir`: a driver in a container of its
+    own (the chart's) names the node's paths in its CDI specs (dra_prepare.Preparer)."""
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    from gpuhook.proc import beside
-
-    here = os.path.dirname(os.path.abspath(sys.argv[0]))
-    gpuhook_bin = os.path.join(here, "gpuhook")
-    preparer = Preparer(config, api, driver, node, cdi_dir, beside(here, "gpuhook-hook", gpuhook_bin), gpuhook_bin,
-                        beside(here, "gpuhook-createhook"), checkpoint=os.path.join(plugins_dir, driver))
+    hook, gpuhook_bin, helper = _hooks(os.path.dirname(os.path.abspath(sys.argv[0])), node_bin_dir)
+    preparer = Preparer(config, api, driver, node, cdi_dir, hook, gpuhook_bin, helper,
+                        checkpoint=os.path.join(plugins_dir, driver), node_root=node_root)
     endpoint = os.path.join(plugins_dir, driver, "dra.sock")
     registration = os.path.join(registry_dir, f"{driver}-reg.sock")
     servicer = Driver(config, preparer, endpoint, driver)
@@ -223,6 +221,19 @@ def run(config: Config, api: ApiServer, node: str, driver: str, plugins_dir: str
                 os.unlink(path)
         say("stopped")
     return 0
+
+
+def _hooks(here: str, node_bin_dir: str) -> tuple[str, str, str]:
+    """The programs the CDI specs run (the hook's native front end, gpuhook, the native linker-cache refresh, ""
+    where not built): this build's, named in `node_bin_dir` where the node has it elsewhere (the installer copied
+    this very build there, so what is built here is built there)."""
+    from gpuhook.proc import beside
+
+    there = node_bin_dir or here
+    gpuhook_bin = os.path.join(there, "gpuhook")
+    hook = os.path.join(there, "gpuhook-hook") if beside(here, "gpuhook-hook") else gpuhook_bin
+    helper = os.path.join(there, "gpuhook-createhook") if beside(here, "gpuhook-createhook") else ""
+    return hook, gpuhook_bin, helper
 
 
 def _layout(inventory: Inventory) -> tuple[Any, ...]:

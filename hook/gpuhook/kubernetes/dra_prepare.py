@@ -28,7 +28,8 @@ from gpuhook.apply.cdi_edits import CdiContext, to_cdi
 from gpuhook.apply.cdi_rules import required_version
 from gpuhook.atomic import write_text
 from gpuhook.edits import Edits, Hook, merge
-from gpuhook.errors import GpuhookError, KubernetesError
+from gpuhook.errors import DiscoveryError, GpuhookError, KubernetesError
+from gpuhook.host.root import Root
 from gpuhook.kubernetes.dra_config import tuning_by_request
 from gpuhook.plan.authority import ClaimedDevice, PreparedClaim
 from gpuhook.request.container import DEFAULT_CAPABILITIES
@@ -51,11 +52,15 @@ class Preparer:
     """Prepares and unprepares one node's claims of one driver."""
 
     def __init__(self, config: Config, api: ApiServer, driver: str, node: str, cdi_dir: str, hook_bin: str,
-                 gpuhook_bin: str, helper: str = "", checkpoint: str = "") -> None:
+                 gpuhook_bin: str, helper: str = "", checkpoint: str = "", node_root: str = "/") -> None:
+        """`node_root`: where the node's / is mounted for a driver in a container of its own (host_root is under
+        it); the CDI specs, which the node's engine reads, name the node's paths. `hook_bin`, `gpuhook_bin` and
+        `helper` are the node's already. The config's path, state_dir and ldconfig are taken to be the node's (the
+        chart mounts them at the node's paths)."""
         self._config, self._api, self._driver, self._node = config, api, driver, node
-        self._cdi_dir, self._checkpoint = cdi_dir, checkpoint
-        self._ctx = CdiContext(config.host_root, gpuhook_bin, config.path, config.hook_timeout, helper,
-                               config.ldconfig, config.state_dir)
+        self._cdi_dir, self._checkpoint, self._node_root = cdi_dir, checkpoint, node_root
+        self._ctx = CdiContext(on_node(config.host_root, node_root), gpuhook_bin, config.path, config.hook_timeout,
+                               helper, config.ldconfig, config.state_dir)
         self._hook_bin = hook_bin
 
     def prepare(self, namespace: str, uid: str, name: str, devices: Mapping[str, DraDevice],
@@ -197,7 +202,7 @@ class Preparer:
             if d is None or inv is None:
                 raise self._gone(record.namespace, record.name, c.device)
             vendor = get(c.vendor)
-            plan = vendor.plan(inv, [d.gpu], DEFAULT_CAPABILITIES, inventory.root)
+            plan = vendor.plan(inv, [d.gpu], DEFAULT_CAPABILITIES, on_node(inventory.root, self._node_root))
             edits = Edits(device_nodes=plan.device_nodes, mounts=plan.mounts, env=(f"{vendor.ENV_KEY}=void",),
                           additional_gids=plan.additional_gids)
             if c.request not in first:  # the request's hooks, once: the kubelet gives a container whole requests
@@ -213,3 +218,17 @@ class Preparer:
         spec["cdiVersion"] = required_version(spec)
         os.makedirs(self._cdi_dir, mode=0o755, exist_ok=True)
         write_text(self.spec_path(record.uid), fastjson.dumps(spec), mode=0o644)
+
+
+def on_node(path: str, node_root: str) -> str:
+    """`path`, a host_root as this process sees it, as the node names it: where the node's / is mounted at
+    `node_root`, that prefix taken off and links followed inside it. DiscoveryError for a path outside it. Reads
+    links."""
+    if node_root == "/":
+        return path
+    root = Root(node_root)
+    rel = os.path.relpath(os.path.abspath(path), root.base)
+    if rel == ".." or rel.startswith("../"):
+        raise DiscoveryError(f"host_root {path} is not under {root.base}, where the node's / is mounted "
+                             "(--node-root): set host_root to a path under it")
+    return root.to_host(root.resolve("/" + rel))  # links followed as the node follows them

@@ -43,8 +43,8 @@ class Collector:
     """prometheus_client's collector: one gathering per scrape, one at a time (the telemetry sessions are
     shared); remembers the GPUs it saw, so that one discovery loses is reported unhealthy."""
 
-    def __init__(self, config: Config) -> None:
-        self._root = Root(config.host_root)
+    def __init__(self, config: Config, node_root: str = "/") -> None:
+        self._root, self._node_root = Root(config.host_root), node_root
         self._state_dir = config.state_dir
         self._sessions = Sessions(self._root) if config.exporter.telemetry else None
         self._known: dict[str, Gpu] = {}
@@ -56,7 +56,8 @@ class Collector:
         with self._lock:
             start = time.perf_counter()
             try:
-                view = gather(self._root, self._state_dir, self._sessions, tuple(self._known.values()))
+                view = gather(self._root, self._state_dir, self._sessions, tuple(self._known.values()),
+                              self._node_root)
             except (GpuhookError, OSError) as e:  # the scrape fails (Prometheus's `up` is 0) and says why
                 say(f"cannot gather the metrics: {e}")
                 raise
@@ -88,10 +89,12 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host or "0.0.0.0", int(port)
 
 
-def run(config: Config, listen: str | None = None, textfile_dir: str | None = None, once: bool = False) -> int:
-    """Serve or write until SIGTERM/SIGINT (`once`: one scrape, to the textfile or stdout); the exit status."""
+def run(config: Config, listen: str | None = None, textfile_dir: str | None = None, once: bool = False,
+        node_root: str = "/") -> int:
+    """Serve or write until SIGTERM/SIGINT (`once`: one scrape, to the textfile or stdout; `node_root`: where the
+    node's / is mounted, for an exporter in a container of its own); the exit status."""
     registry = CollectorRegistry(auto_describe=False)
-    collector = Collector(config)
+    collector = Collector(config, node_root)
     registry.register(collector)
     directory = textfile_dir or config.exporter.textfile_dir
     try:

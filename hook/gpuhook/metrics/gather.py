@@ -25,9 +25,10 @@ if TYPE_CHECKING:
     from gpuhook.metrics.telemetry import Sessions
 
 
-def gather(root: Root, state_dir: str, sessions: Sessions | None, known: Sequence[Gpu] = ()) -> View:
-    """What the host and state_dir say now (telemetry through `sessions`, when given). Reads the host, the
-    drivers and state_dir."""
+def gather(root: Root, state_dir: str, sessions: Sessions | None, known: Sequence[Gpu] = (),
+           node_root: str = "/") -> View:
+    """What the host and state_dir say now (telemetry through `sessions`, when given; `node_root`: where the
+    node's / is, for an exporter in a container of its own). Reads the host, the drivers and state_dir."""
     inventory = discover(root)
     readings = tuple(sessions.read(inventory).items()) if sessions is not None else None
     if not os.path.isdir(state_dir):  # no GPU container was ever prepared here: nothing to read
@@ -36,7 +37,7 @@ def gather(root: Root, state_dir: str, sessions: Sessions | None, known: Sequenc
         check(state_dir)  # trusted only while it is root's alone: checked at every scrape, never made
     except StateError:
         return View(inventory, tuple(known), readings, ledger_ok=False)
-    records = tuple(containers.live_records(state_dir, prune=False))
+    records = tuple(containers.live_records(state_dir, prune=False, node_root=node_root))
     totals = tuple(counters.totals(state_dir).items())
     try:
         settings, leases = _ledger(state_dir)

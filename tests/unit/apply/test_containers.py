@@ -38,6 +38,18 @@ def test_the_same_id_under_two_runtime_roots_is_two_records(tmp_path: Path) -> N
         str(tmp_path / "run/docker/runtime-runc/moby")]
 
 
+def test_a_reader_in_a_container_of_its_own_finds_the_runtimes_state_under_the_nodes_root(tmp_path: Path) -> None:
+    """The exporter in the chart's pod: the record names the engine's runtime state as the node sees it
+    (/run/containerd/runc/k8s.io); the node's / is mounted elsewhere (--node-root)."""
+    node = tmp_path / "host"
+    (node / "run/containerd/runc/k8s.io/web").mkdir(parents=True)
+    (node / "run/containerd/runc/k8s.io/web/state.json").write_text("{}")
+    state = tmp_path / "state"
+    containers.save(str(state), containers.ContainerRecord("web", (), "/run/containerd/runc/k8s.io"))
+    assert containers.live_records(str(state), prune=False) == []  # not at this process's /run
+    assert [r.id for r in containers.live_records(str(state), prune=False, node_root=str(node))] == ["web"]
+
+
 def test_a_zombie_is_not_alive() -> None:
     child = subprocess.Popen(["true"])
     for _ in range(100):  # exited but not reaped yet: a zombie

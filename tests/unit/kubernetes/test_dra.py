@@ -165,3 +165,63 @@ def test_a_claim_on_a_gpu_shared_through_mps_is_an_mps_client(tmp_path: Path, ta
     preparer = Preparer(config, None, DRIVER, "node-1", str(tmp_path / "cdi"), "/bin/gpuhook-hook",  # type: ignore[arg-type]
                         "/bin/gpuhook", checkpoint=str(tmp_path / "plugins" / DRIVER))
     assert preparer._shared(keys, _device(), admin) == (expected or keys)
+
+
+@pytest.mark.parametrize("kind", ["nvidia", "amd"])
+def test_a_driver_in_a_container_of_its_own_names_the_nodes_paths_in_its_cdi_specs(tmp_path: Path,
+                                                                                  kind: str) -> None:
+    """The chart's driver sees the node's / at a mount of its own (--node-root; host_root under it): the CDI spec
+    the node's engine reads names the node's device nodes and driver files, and the hooks of the build the
+    installer copied to the node (--node-bin-dir), never the container's paths."""
+    import json
+
+    from gpuhook.apply import claims
+    from gpuhook.config import from_table
+    from gpuhook.host.root import Root
+    from gpuhook.kubernetes.dra_devices import describe
+    from gpuhook.kubernetes.dra_driver import _hooks
+    from gpuhook.kubernetes.dra_prepare import Preparer
+    from gpuhook.plan.authority import ClaimedDevice, PreparedClaim
+    from gpuhook.testing.simulate import HostSpec, build_host
+    from gpuhook.vendors.discover import discover, identified
+
+    node = tmp_path / "node"  # the node's / as the container sees it
+    build_host(str(node / "gpuhost"), HostSpec(nvidia=1) if kind == "nvidia" else HostSpec(amd=1))
+    here = tmp_path / "image" / "bin"  # this build, in the image: its native front ends are built
+    here.mkdir(parents=True)
+    for name in ("gpuhook", "gpuhook-hook", "gpuhook-createhook"):
+        (here / name).touch(mode=0o755)
+    hook, gpuhook_bin, helper = _hooks(str(here), "/var/lib/gpuhook/bin")
+    assert (hook, gpuhook_bin, helper) == ("/var/lib/gpuhook/bin/gpuhook-hook", "/var/lib/gpuhook/bin/gpuhook",
+                                           "/var/lib/gpuhook/bin/gpuhook-createhook")
+    config = from_table({"host_root": str(node / "gpuhost"), "state_dir": str(tmp_path / "state")},
+                        "/etc/gpuhook/config.toml")
+    root = Root(config.host_root)
+    inventory = identified(root, discover(root))
+    devices, _ = describe(inventory, root)
+    d = devices[0]
+    checkpoint = tmp_path / "plugins" / DRIVER
+    claims.save(str(checkpoint), PreparedClaim("uid-1", "ns", "claim", (
+        ClaimedDevice("gpu", d.name, kind, d.gpu.key()),)))
+    preparer = Preparer(config, None, DRIVER, "node-1", str(tmp_path / "cdi"), hook, gpuhook_bin, helper,  # type: ignore[arg-type]
+                        checkpoint=str(checkpoint), node_root=str(node))
+    assert preparer.restore({d.name: d}, inventory) == (["ns/claim (uid-1)"], [])
+    edits = json.loads(Path(preparer.spec_path("uid-1")).read_text())["devices"][0]["containerEdits"]
+    named = [n["hostPath"] for n in edits["deviceNodes"]] + [m["hostPath"] for m in edits.get("mounts", [])]
+    assert named and all(p.startswith("/gpuhost/") for p in named), named
+    assert {h["path"] for h in edits["hooks"]} <= {hook, helper} and any(h["path"] == hook for h in edits["hooks"])
+    assert all("GPUHOOK_CONFIG=/etc/gpuhook/config.toml" in h.get("env", []) for h in edits["hooks"]
+               if h["path"] == hook)
+    assert (kind != "nvidia") or any(p.startswith("/gpuhost/usr/lib") for p in named)  # the driver's libraries
+
+
+def test_a_host_root_outside_the_nodes_mount_is_refused(tmp_path: Path) -> None:
+    from gpuhook.errors import DiscoveryError
+    from gpuhook.kubernetes.dra_prepare import on_node
+
+    (tmp_path / "node" / "sim").mkdir(parents=True)
+    assert on_node(str(tmp_path / "node" / "sim"), str(tmp_path / "node")) == "/sim"
+    assert on_node(str(tmp_path / "node"), str(tmp_path / "node")) == "/"
+    assert on_node("/anything", "/") == "/anything"
+    with pytest.raises(DiscoveryError, match="where the node's / is mounted"):
+        on_node(str(tmp_path / "elsewhere"), str(tmp_path / "node"))
