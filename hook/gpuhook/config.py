@@ -29,6 +29,11 @@ class Policy:
     requests: str = "any"  # or "allocated": GPUs only through the device plugin's allocations (cluster nodes)
     gpus_any_vendor: bool = True  # Docker's --gpus (Compose reservations) on a host with one vendor's GPUs gets them
 
+    def env_tuning(self) -> bool:
+        """Whether GPUHOOK_* env asks tuning: under accept_env_requests, and never where the kubelet grants GPUs
+        (requests = "allocated": a pod author asks by annotation or claim; the env is the image author's too)."""
+        return self.accept_env_requests and self.requests != "allocated"
+
 
 @frozen
 class TuningPolicy:

@@ -429,7 +429,7 @@ def test_time_slicing_shares_a_gpu_between_claims_up_to_its_replicas(dra: Dra) -
         config = [{"opaque": {"driver": DRIVER, "parameters": {
             "apiVersion": "resource.gpuhook.dev/v1alpha1", "kind": "GpuConfig", "exclusive": True}}}]
         dra.claim_pod("alone", exactly("nvidia.gpu.gpuhook.dev", config=config), SEE)
-        wait_for(lambda: "exclusive=true on a GPU shared 2 ways" in _events(dra, "alone"), 60,
+        wait_for(lambda: "exclusive in the GpuConfig on a shared GPU" in _events(dra, "alone"), 60,
                  lambda: _events(dra, "alone"))
     finally:
         dra.delete("share-1", "share-2", "share-3", "alone")

@@ -173,3 +173,77 @@ def test_gc_removes_only_expired_unclaimed_allocations(tmp_path: Path, mixed_hos
     assert r.returncode == 0, r.stderr
     assert f"allocation {stale} (expired unclaimed)" in r.stdout
     assert allocations.load(str(state), stale) is None and allocations.load(str(state), fresh) is not None
+
+
+def _share(state: Path, gpu: str, n: int) -> str:
+    """The device plugin's record of share `n` of a time-sliced GPU ([kubernetes] replicas > 1)."""
+    alloc_id = uuid.uuid4().hex
+    now = time.time()
+    allocations.save(str(state), Allocation(alloc_id, "nvidia.com/gpu", "nvidia", (gpu,), (f"{gpu}::{n}",), True,
+                                            now, now + 600))
+    return alloc_id
+
+
+@pytest.mark.parametrize("asked", [{"gpuhook.dev/exclusive": "true"},
+                                   {"gpuhook.dev/compute-mode": "exclusive-process"},
+                                   {"gpuhook.dev/compute-mode": "prohibited"},
+                                   {"gpuhook.dev/power-limit": "100"}],
+                         ids=["exclusive", "exclusive-process", "prohibited", "power"])
+@pytest.mark.parametrize("mode", ["shim", "hook"])
+def test_a_shares_say_over_the_whole_gpu_is_refused_and_the_other_share_starts(
+        run_container: Run, mixed_host: str, tmp_path: Path, asked: dict[str, str], mode: str) -> None:
+    """Two pods in two namespaces hold shares of GPU 0 (time-sliced, replicas = 4): the one asking to lease it or to
+    set its compute mode or power is refused with one line, config.json unchanged and nothing applied; the other
+    starts on the GPU."""
+    state = tmp_path / "state"
+    config = _config(mixed_host, state, "allocated") + "[kubernetes]\nreplicas = 4\n"
+    gpu0 = _uuids(mixed_host)[0]
+    mine, theirs = _share(state, gpu0, 0), _share(state, gpu0, 1)
+    hostile = run_container(mixed_host, "ls /dev", mode=mode, config=config,
+                            annotations={**POD, "io.kubernetes.cri.sandbox-namespace": "team-a",
+                                         "gpuhook.dev/allocation": mine, **asked})
+    (key,) = asked
+    (line,) = hostile.err.strip().splitlines()
+    assert hostile.rc != 0 and line.endswith(f"or drop {key}"), hostile.err
+    assert f"{key} on a shared GPU (a time-sliced share of {gpu0}: nvidia.com/gpu is shared between pods" in line
+    assert 'ask for a whole GPU (nodeSelector nvidia.com/gpu.replicas: "1")' in line
+    if mode == "shim":
+        assert hostile.spec_after == hostile.spec_before
+    assert "nvidia0" not in hostile.out.split()
+    assert not (state / "ledger.json").exists()  # no lease, no setting: the host was never touched
+    other = run_container(mixed_host, "ls /dev", mode=mode, config=config,
+                          annotations={**POD, "io.kubernetes.cri.sandbox-uid": "pod-uid-2",
+                                       "io.kubernetes.cri.sandbox-namespace": "team-b",
+                                       "gpuhook.dev/allocation": theirs})
+    assert other.rc == 0, other.err
+    assert "nvidia0" in other.out.split()
+
+
+IMAGE_TUNING = {"GPUHOOK_EXCLUSIVE": "true", "GPUHOOK_POWER_LIMIT": "100", "GPUHOOK_FAN": "0",
+                "GPUHOOK_MPS": "true", "GPUHOOK_COMPUTE_MODE": "prohibited", "GPUHOOK_CLOCKS": "300"}
+
+
+def test_an_images_tuning_env_asks_nothing_on_a_cluster_node(run_container: Run, mixed_host: str,
+                                                             tmp_path: Path) -> None:
+    """The shipped DaemonSet config: accept_env_requests = true beside requests = "allocated". An image's own
+    GPUHOOK_* ENV leases nothing and tunes nothing: the pod starts on its GPU with no tuning hooks and no ledger."""
+    state = tmp_path / "state"
+    config = _config(mixed_host, state, "allocated") + "accept_env_requests = true\n"
+    alloc = _record(state, _uuids(mixed_host)[1])
+    r = run_container(mixed_host, "ls /dev", annotations={**POD, "gpuhook.dev/allocation": alloc}, env=IMAGE_TUNING,
+                      config=config)
+    assert r.rc == 0, r.err
+    assert "nvidia1" in r.out.split()
+    hooks = json.loads(r.spec_after).get("hooks") or {}
+    assert not any("prestart" in h.get("args", []) for h in hooks.get("prestart", [])), hooks
+    assert not (state / "ledger.json").exists()
+
+
+def test_exclusive_from_env_is_refused_on_a_single_host(run_container: Run, mixed_host: str, tmp_path: Path) -> None:
+    """Where env asks tuning (a single host, Docker 20.10), exclusive and MPS are still never taken from it: one
+    line, config.json unchanged."""
+    r = run_container(mixed_host, "ls /dev", env={"NVIDIA_VISIBLE_DEVICES": "0", "GPUHOOK_EXCLUSIVE": "true"},
+                      config=_config(mixed_host, tmp_path / "state"))
+    (line,) = r.err.strip().splitlines()
+    assert r.rc != 0 and "GPUHOOK_EXCLUSIVE='true': exclusive is never taken from env" in line, r.err
+    assert r.spec_after == r.spec_before

@@ -135,3 +135,47 @@ def test_a_pods_sandbox_with_markers_gets_nothing(run_container: Run, mixed_host
                       spec_edit=_markers(tmp_path, "gpu"))
     assert r.rc == 0, r.err
     assert _nodes(r.out) == [] and r.spec_after == r.spec_before
+
+
+OTHER_UID = "0b1e6c5e-0000-4000-8000-00000000c1a2"
+
+
+@pytest.mark.parametrize(("tuning", "annotations", "named"), [
+    ((("compute-mode", "exclusive-process"),), {}, "computeMode in the GpuConfig of claim team-a/train-gpu"),
+    ((("exclusive", "true"),), {}, "exclusive in the GpuConfig of claim team-a/train-gpu"),
+    ((), {"gpuhook.dev/compute-mode": "prohibited"}, "gpuhook.dev/compute-mode"),
+    ((), {"gpuhook.dev/exclusive": "true"}, "gpuhook.dev/exclusive"),
+], ids=["GpuConfig computeMode", "GpuConfig exclusive", "annotation compute mode", "annotation exclusive"])
+@pytest.mark.parametrize("mode", ["shim", "hook"])
+def test_a_shared_claims_say_over_the_whole_gpu_is_refused_and_the_other_claim_starts(
+        run_container: Run, mixed_host: str, tmp_path: Path, tuning: tuple[tuple[str, str], ...],
+        annotations: dict[str, str], named: str, mode: str) -> None:
+    """A node with [kubernetes] replicas = 4: two claims in two namespaces hold shares of GPU 1. The one whose
+    GpuConfig or pod asks a compute mode or a lease is refused with one line, config.json unchanged and the GPU
+    untouched; the other namespace's claim starts on the GPU."""
+    state = tmp_path / "state"
+    config = _config(mixed_host, state) + "[kubernetes]\nreplicas = 4\n"
+    (tmp_path / "node.toml").write_text(config)
+    inv = discover(Root(mixed_host)).vendor("nvidia")
+    assert inv is not None
+    gpu = inv.gpus[1].uuid
+    claims.save(str(state), PreparedClaim(UID, "team-a", "train-gpu", (
+        ClaimedDevice("gpu", "gpu-1", "nvidia", gpu, tuning=tuning, share="share-a"),), ("pod-uid-1",), time.time()))
+    claims.save(str(state), PreparedClaim(OTHER_UID, "team-b", "infer-gpu", (
+        ClaimedDevice("gpu", "gpu-1", "nvidia", gpu, share="share-b"),), ("pod-uid-2",), time.time()))
+    log = Path(f"{mixed_host}/var/lib/gpuhook-sim/nvml.log")
+    before = log.read_text() if log.exists() else ""
+    hostile = run_container(mixed_host, "ls /dev", annotations={**POD, **annotations}, config=config,
+                            spec_edit=_markers(tmp_path, "gpu"), mode=mode)
+    (line,) = hostile.err.strip().splitlines()
+    assert hostile.rc != 0 and f"{named} on a shared GPU (claim team-a/train-gpu holds a time-sliced share of {gpu}" \
+        in line, hostile.err
+    assert line.endswith(f"or drop {named}") and _nodes(hostile.out) == []
+    if mode == "shim":
+        assert hostile.spec_after == hostile.spec_before
+    assert not (state / "ledger.json").exists() and (log.read_text() if log.exists() else "") == before
+    pod_b = {**POD, "io.kubernetes.cri.sandbox-uid": "pod-uid-2", "io.kubernetes.cri.sandbox-namespace": "team-b"}
+    other = run_container(mixed_host, "ls /dev", annotations=pod_b, config=config,
+                          spec_edit=_markers(tmp_path, "gpu", uid=OTHER_UID), mode=mode)
+    assert other.rc == 0, other.err
+    assert _nodes(other.out) == ["nvidia1"]

@@ -141,3 +141,64 @@ def test_mig_refusals(tmp_path: Path, base_rootfs: str, spec: HostSpec, text: st
     (line,) = done.stderr.strip().splitlines()
     assert done.returncode != 0 and said in line, line
     assert "create-gi" not in t.log("nvml")
+
+
+def test_containers_started_during_applies_never_see_their_gpu_relaid(tmp_path: Path, base_rootfs: str) -> None:
+    """Issue 43, 6: a layout change and a container's start exclude each other under the GPU path's lock, the users
+    read again under it. Containers started (through the shim and runc) while applies flip the GPU between SPX and
+    CPX keep the layout they were given: the devices in their spec are the layout's at start and at stop, and no
+    apply changed it while they ran (one refused instead). Bounded: 8 containers, 40 applies, 120 s."""
+    import json
+    import threading
+    import time
+    import uuid
+
+    from .test_tuning_runc import _run_detached
+
+    t = Tuned(tmp_path, base_rootfs, HostSpec(amd=1))
+    layouts = [_layout(t, '[[amd]]\ngpus = "all"\ncompute = "CPX"\n'), t.tmp / "spx.toml"]
+    layouts[1].write_text('[[amd]]\ngpus = "all"\ncompute = "SPX"\n')
+    renders = {"SPX": 1, "CPX": 8}
+    stop, applied = threading.Event(), []
+
+    def applies() -> None:
+        for n in range(40):
+            if stop.is_set():
+                return
+            done = t.gpuhook("partition", "apply", str(layouts[n % 2]))
+            applied.append(done.returncode)
+            assert done.returncode == 0 or "is in use by container" in done.stderr, done.stderr
+
+    def mode() -> str:  # the stub re-lays by rewriting its files: a read may fall between two (without the lock)
+        for _ in range(100):
+            try:
+                return _mode(t, 0)
+            except FileNotFoundError:
+                time.sleep(0.01)
+        return "gone"
+
+    thread = threading.Thread(target=applies)
+    thread.start()
+    deadline, seen = time.monotonic() + 120, []
+    try:
+        for _ in range(8):
+            if time.monotonic() > deadline:
+                break
+            cid = "pa-" + uuid.uuid4().hex[:8]
+            b = t.bundle({"gpuhook.dev/gpus": "all", "gpuhook.dev/vendor": "amd"}, ["sleep", "60"])
+            r = _run_detached(conftest.SHIM, b, cid, t.env)
+            assert r.returncode == 0, r.stderr
+            try:
+                at_start = mode()
+                devices = json.loads((b / "config.json").read_text())["linux"]["devices"]
+                got = sum("/dev/dri/renderD" in d["path"] for d in devices)
+                time.sleep(0.3)  # applies go on meanwhile: each must be refused while the container runs
+                seen.append((got, at_start, mode()))
+            finally:
+                t.stop(cid)
+    finally:
+        stop.set()
+        thread.join(timeout=120)
+    assert len(seen) >= 4 and 0 in applied, (seen, applied)
+    for got, at_start, at_end in seen:
+        assert at_start == at_end and got == renders.get(at_start), seen

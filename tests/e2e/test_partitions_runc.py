@@ -52,7 +52,7 @@ def test_one_mig_device_sees_its_own_caps_only(mig_host: str, run_container: Run
 def test_tuning_one_slice_of_a_shared_gpu_is_refused(mig_host: str, run_container: Run) -> None:
     r = run_container(mig_host, "true", {"gpuhook.dev/gpus": "0:2", "gpuhook.dev/clocks": "1500"})
     assert r.rc != 0
-    assert "belong to the whole GPU 0" in r.err and "not 0:0, 0:1, 0:3" in r.err, r.err
+    assert "on a shared GPU (slice" in r.err and "of the whole GPU 0" in r.err and "not 0:0, 0:1, 0:3" in r.err, r.err
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +76,7 @@ def test_tuning_one_partition_of_a_shared_gpu_is_refused(cpx_host: str, run_cont
     r = run_container(cpx_host, "true", {"gpuhook.dev/gpus": "2", "gpuhook.dev/vendor": "amd",
                                          "gpuhook.dev/perf-level": "high"})
     assert r.rc != 0
-    assert "belong to the whole GPU 2" in r.err and "not 0, 1, 3, 4, 5, 6, 7" in r.err, r.err
+    assert "of the whole GPU 2" in r.err and "not 0, 1, 3, 4, 5, 6, 7" in r.err, r.err
 
 
 def test_a_kubelet_allocation_of_a_mig_device_gives_exactly_it(mig_host: str, run_container: Run,

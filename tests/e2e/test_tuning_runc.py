@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -588,6 +589,59 @@ def test_a_killed_mps_containers_daemon_is_stopped_by_gc(tuned) -> None:  # type
         time.sleep(0.05)
     assert t.gpuhook("gc").returncode == 0
     assert not _daemon(_mps(t)) and not _mps(t).exists()
+
+
+def _recorded(t: Tuned, gpu: str = "GPU-00000000-5a1e-4000-8000-0000d00d0000") -> int:
+    """The daemon's pid as gpuhook recorded it in state_dir (root's alone); 0 without a record."""
+    path = t.tmp / "state" / "mps" / f"{gpu}.json"
+    return int(json.loads(path.read_text())["pid"]) if path.exists() else 0
+
+
+def _ended(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
+@pytest.mark.parametrize("attack", ["rm", "another pid"])
+def test_an_mps_client_rewriting_the_pipe_directory_neither_orphans_nor_hangs_the_daemon(tuned, attack: str) -> None:  # type: ignore[no-untyped-def]
+    """Issue 43, 2: an MPS client removes the daemon's pid file, or writes another live process's pid into it, from
+    inside the container (the pipe directory is its, read-write). The last container's stop still ends the daemon,
+    by the pid and start time gpuhook recorded (not 10 s and a failure), leaves the other process alone and the
+    ledger empty, and the next MPS container on the GPU starts its own daemon."""
+    t = tuned(HostSpec(nvidia=1))
+    t.config.write_text(t.config.read_text() + MPS.format(tmp=t.tmp))
+    bystander = subprocess.Popen(["sleep", "60"])
+    planted = ("rm /tmp/nvidia-mps/nvidia-cuda-mps-control.pid" if attack == "rm"
+               else f"echo {bystander.pid} > /tmp/nvidia-mps/nvidia-cuda-mps-control.pid")
+
+    def tamper(spec: dict[str, Any]) -> None:
+        spec["process"]["args"] = ["sh", "-c", f"{planted}; touch /tmp/nvidia-mps/done; sleep 60"]
+
+    try:
+        cid, r = t.start({**NV0, "gpuhook.dev/mps": "true"}, tamper)
+        assert r.returncode == 0, r.stderr
+        daemon = _recorded(t)
+        assert daemon and not _ended(daemon)
+        assert os.readlink(f"/proc/{daemon}/cwd") == "/"  # not the first container's bundle
+        for _ in range(100):
+            if (_mps(t) / "pipe/done").exists():
+                break
+            time.sleep(0.05)
+        began = time.monotonic()
+        t.stop(cid)
+        assert time.monotonic() - began < 8.0
+        assert _ended(daemon) and not _mps(t).exists() and not _recorded(t)
+        assert bystander.poll() is None  # the pid the file named was not signalled
+        assert "no GPU tuning is held" in t.gpuhook("status").stdout
+        again, r2 = t.start({**NV0, "gpuhook.dev/mps": "true"})
+        assert r2.returncode == 0, r2.stderr
+        assert _recorded(t) not in (0, daemon)
+        t.stop(again)
+    finally:
+        bystander.kill()
+        bystander.wait()
 
 
 @pytest.mark.parametrize(("spec", "asked", "said"), [

@@ -68,6 +68,17 @@ def test_the_cluster_config_is_valid() -> None:
     from_table(tomllib.loads(_configmap()), "/etc/gpuhook/config.toml")  # validates against the schema
 
 
+@pytest.mark.parametrize("manifest", ["daemonset.yaml", "daemonset-dra.yaml"])
+@pytest.mark.parametrize("key", ["config.toml", "container.toml"])
+def test_no_shipped_cluster_config_takes_tuning_from_an_images_env(manifest: str, key: str) -> None:
+    """An image's own ENV GPUHOOK_EXCLUSIVE / GPUHOOK_POWER_LIMIT must tune nothing on a cluster node."""
+    from gpuhook.config import from_table
+
+    cm = next(d for d in _all(manifest) if d["kind"] == "ConfigMap")
+    policy = from_table(tomllib.loads(cm["data"][key]), "/etc/gpuhook/config.toml").policy
+    assert policy.requests == "allocated" and not policy.env_tuning()
+
+
 def test_daemonset_installs_configures_containerd_and_runs_the_device_plugin() -> None:
     """The init container runs node.sh (from the ConfigMap) to copy the image's build to the node, write the config,
     register with containerd and restart it, start the warm helper and write the labels; the node container undoes

@@ -156,7 +156,7 @@ from gpuhook.vendors.discover import discover
 inv = discover(Root({host!r}))
 nv, amd = inv.vendor("nvidia").gpus[0], inv.vendor("amd").gpus[0]
 me = session.Holder("c1", os.getpid(), "1")
-with BackendSet(Root({host!r})) as b:
+with BackendSet(Root({host!r}), {str(tmp_path)!r}) as b:
     session.acquire({str(tmp_path)!r}, me, [Setting("nvidia", nv.uuid, 0, nv.pci, nv.uuid, "power_limit", "250000"),
                                            Setting("amd", amd.uuid, 0, amd.pci, amd.sysfs, "power_cap", "250000000")],
                     [], b)

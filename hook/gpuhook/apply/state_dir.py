@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     T = TypeVar("T")
 
 _checked: set[str] = set()  # per process: a directory found trusted once stays so for a short-lived process
+LOCK = "count.lock"  # the GPU path's lock (its name from when count requests alone took it)
+_held = [-1, 0]  # the lock's fd while this process holds it, and how (fcntl.LOCK_SH or LOCK_EX)
 
 
 def ensure(state_dir: str) -> str:
@@ -32,6 +34,39 @@ def ensure(state_dir: str) -> str:
     check(state_dir)
     _checked.add(state_dir)
     return state_dir
+
+
+def hold_lock(state_dir: str, exclusive: bool) -> None:
+    """Wait for the GPU path's lock (state_dir/count.lock) and hold it until release_lock: shared by a container's
+    start from before discovery until its record is saved, exclusive for a count pick (the records it picks
+    around) and for a layout change (`partition apply`: no start sees a GPU's devices while they change). A
+    process holds it once (a second call keeps the first hold). Opens and locks a file."""
+    import fcntl
+
+    if _held[0] >= 0:
+        return
+    fd = os.open(os.path.join(ensure(state_dir), LOCK), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    how = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
+    try:
+        fcntl.flock(fd, how)
+    except OSError:
+        os.close(fd)
+        raise
+    _held[:] = [fd, how]
+
+
+def holds_lock(exclusive: bool) -> bool:
+    """Whether this process holds the GPU path's lock (exclusively, with `exclusive`)."""
+    import fcntl
+
+    return _held[0] >= 0 and (not exclusive or _held[1] == fcntl.LOCK_EX)
+
+
+def release_lock() -> None:
+    """Let the next start or layout change go on (closes the lock's file)."""
+    if _held[0] >= 0:
+        os.close(_held[0])
+        _held[:] = [-1, 0]
 
 
 def check(state_dir: str) -> str:

@@ -27,49 +27,74 @@ if TYPE_CHECKING:
 
     from gpuhook.config import Config
     from gpuhook.host.inventory import Gpu, Inventory, VendorInventory
+    from gpuhook.host.root import Root
 
 MAX_FILE = 1 << 20
 SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
 
 
 def apply(args: argparse.Namespace) -> int:
-    """Apply the file's layouts (or with --dry-run say what would change). 0 when every GPU has its layout."""
+    """Apply the file's layouts (or with --dry-run say what would change). 0 when every GPU has its layout. The
+    checks, and the users read again, and the changes are made under the GPU path's lock (exclusive): no container
+    starts on a GPU while its layout changes, and one that started before is seen as its user."""
+    from gpuhook.apply.state_dir import hold_lock, release_lock
     from gpuhook.config import load
     from gpuhook.host.root import Root
-    from gpuhook.vendors.discover import discover
-    from gpuhook.vendors.registry import get, names
+    from gpuhook.vendors.registry import get
 
     config = load()
     wanted = _read(args.file)
+    root = Root(config.host_root)
+    if args.dry_run:  # the same checks as apply's, without its lock (it changes nothing)
+        for vendor, gpu, layout, what in planned(root, args.file, wanted, config):
+            print(f"would put {get(vendor).LABEL} GPU {gpu.pci} in {_shown(layout)}"
+                  + ("" if what else " (it is so already)"))
+        return 0
+    hold_lock(config.state_dir, exclusive=True)
+    try:
+        plan = planned(root, args.file, wanted, config)  # every table checked before any GPU changes
+        changed = []
+        for vendor, gpu, layout, _ in plan:
+            what = get(vendor).repartition(root, gpu, layout)
+            print(f"{get(vendor).LABEL} GPU {gpu.pci}: " + (what or f"already {_shown(layout)}"))
+            if what:
+                changed.append(vendor)
+        if changed:
+            _refresh(config, sorted(set(changed)), args.labels)
+    finally:
+        release_lock()
+    return 0
+
+
+def planned(root: Root, name: str, wanted: dict[str, Any],
+            config: Config) -> list[tuple[str, Gpu, dict[str, object], str]]:
+    """(vendor, GPU, layout, what would change) for every GPU the file names, each layout checked by its vendor
+    (repartition's dry run: keys, value types and bounds, what the GPU offers) and no GPU in use: the one check
+    both apply and --dry-run make. GpuhookError for the first table or GPU refused. Reads the host."""
+    from gpuhook.vendors.discover import discover
+    from gpuhook.vendors.registry import get, names
+
     unknown = sorted(set(wanted) - set(names()))
     if unknown:
-        raise GpuhookError(f"{args.file}: no vendor {unknown[0]!r}: the tables are {', '.join(names())}")
-    root = Root(config.host_root)
+        raise GpuhookError(f"{name}: no vendor {unknown[0]!r}: the tables are {', '.join(names())}")
     inventory = discover(root)
     plan: list[tuple[str, Gpu, dict[str, object]]] = []
     for vendor, entries in wanted.items():
         inv = inventory.vendor(vendor)
         if inv is None:
-            raise GpuhookError(f"{args.file}: [[{vendor}]] but this host has no {get(vendor).LABEL} driver")
+            raise GpuhookError(f"{name}: [[{vendor}]] but this host has no {get(vendor).LABEL} driver")
         for n, entry in enumerate(entries):
             if not isinstance(entry, dict) or "gpus" not in entry:
-                raise GpuhookError(f"{args.file}: [[{vendor}]] entry {n + 1} needs gpus (\"all\" or a list)")
+                raise GpuhookError(f"{name}: [[{vendor}]] entry {n + 1} needs gpus (\"all\" or a list)")
             layout = {k: v for k, v in entry.items() if k != "gpus"}
-            plan += [(vendor, gpu, layout) for gpu in _chosen(inv, entry["gpus"], f"{args.file}: [[{vendor}]]")]
+            plan += [(vendor, gpu, layout) for gpu in _chosen(inv, entry["gpus"], f"{name}: [[{vendor}]]")]
+    twice = [gpu.pci for i, (_, gpu, _) in enumerate(plan) if any(g.pci == gpu.pci for _, g, _ in plan[:i])]
+    if twice:
+        raise GpuhookError(f"{name}: GPU {twice[0]} is named by two tables: give each GPU one layout")
+    checked = [(vendor, gpu, layout, get(vendor).repartition(root, gpu, layout, dry_run=True))
+               for vendor, gpu, layout in plan]
     _refuse_if_used(config, inventory, [(vendor, gpu) for vendor, gpu, _ in plan])
-    if args.dry_run:
-        for vendor, gpu, layout in plan:
-            print(f"would put {get(vendor).LABEL} GPU {gpu.pci} in {_shown(layout)}")
-        return 0
-    changed = []
-    for vendor, gpu, layout in plan:
-        what = get(vendor).repartition(root, gpu, layout)
-        print(f"{get(vendor).LABEL} GPU {gpu.pci}: " + (what or f"already {_shown(layout)}"))
-        if what:
-            changed.append(vendor)
-    if changed:
-        _refresh(config, sorted(set(changed)), args.labels)
-    return 0
+    return checked
 
 
 def physical(inv: VendorInventory) -> list[Gpu]:

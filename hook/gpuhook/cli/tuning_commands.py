@@ -22,7 +22,7 @@ def gc(args: argparse.Namespace) -> int:
     copies, config-cache entries no one uses and expired unclaimed allocations; 1 when something could not be
     restored."""
     config = load()
-    with BackendSet(Root(config.host_root)) as backends:
+    with BackendSet(Root(config.host_root), config.state_dir) as backends:
         problems = session.sweep(config.state_dir, backends)
     live = containers.live_records(config.state_dir)  # drops the records of containers that are gone
     removed = state_dir.sweep(config.state_dir, {c for r in live for c in r.copies}) + prune_cache()

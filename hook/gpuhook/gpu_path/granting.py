@@ -4,8 +4,6 @@ a request presents an allocation, the policy is "allocated", or it asks for a co
 
 from __future__ import annotations
 
-import os
-
 from gpuhook.frozen import replace
 
 TYPE_CHECKING = False
@@ -64,22 +62,13 @@ def _verified_claim(state_dir: str, uid: str, requests: tuple[str, ...],
     return claim
 
 
-_count_lock = -1  # held from picking free GPUs until this container's record is saved
-
-
 def take_count_lock(state_dir: str) -> None:
-    """Wait for the count lock; held until release_count_lock (once this container's record is on disk). The
-    records of the GPUs in use must be read after this, or two count requests pick from the same view. Opens
-    and locks state_dir/count.lock."""
-    import fcntl
+    """Wait for the GPU path's lock, exclusively; held until release_count_lock (once this container's record is
+    on disk). The records of the GPUs in use must be read after this, or two count requests pick from the same
+    view. Opens and locks state_dir/count.lock (apply/state_dir.hold_lock)."""
+    from gpuhook.apply.state_dir import hold_lock
 
-    from gpuhook.apply.state_dir import ensure
-
-    global _count_lock
-    if _count_lock < 0:
-        fd = os.open(os.path.join(ensure(state_dir), "count.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        _count_lock = fd
+    hold_lock(state_dir, exclusive=True)
 
 
 def pick_free(request: Request, inventory: Inventory, root: Root, busy: tuple[tuple[str, str], ...],
@@ -88,12 +77,13 @@ def pick_free(request: Request, inventory: Inventory, root: Root, busy: tuple[tu
     `held` when the container already holds GPUs (the shim picked them before its hook runs: picked again, a GPU
     freed since would be added to them). `busy` must be read under the count lock (take_count_lock;
     RuntimeError without it). Reads sysfs."""
+    from gpuhook.apply.state_dir import holds_lock
     from gpuhook.host.numa import numa_node
     from gpuhook.plan.allocate import resolve_count
     from gpuhook.plan.select import vendor_for
     from gpuhook.vendors.registry import all_vendors
 
-    if _count_lock < 0:
+    if not holds_lock(exclusive=True):
         raise RuntimeError("count requests are picked under the count lock (take_count_lock first)")
     users = dict(busy)
     by_name = {v.NAME: v for v in all_vendors()}
@@ -112,7 +102,6 @@ def pick_free(request: Request, inventory: Inventory, root: Root, busy: tuple[tu
 
 def release_count_lock() -> None:
     """Let the next count request pick (this container's record is saved, or it failed)."""
-    global _count_lock
-    if _count_lock >= 0:
-        os.close(_count_lock)
-        _count_lock = -1
+    from gpuhook.apply.state_dir import release_lock
+
+    release_lock()

@@ -149,7 +149,7 @@ def _tune(config: Config, cid: str, pid: int, settings: tuple[Setting, ...], exc
     def users(gpu: str) -> list[str]:
         return [r.id for r in containers.live_records(config.state_dir) if gpu in r.gpus]
 
-    with BackendSet(Root(config.host_root)) as backends:  # a vendor's backend is made only if needed
+    with BackendSet(Root(config.host_root), config.state_dir) as backends:  # a vendor's backend is made only if needed
         session.acquire(config.state_dir, session.Holder(cid, pid, start_time(pid)), settings, exclusive, backends,
                         users)
     log.info("tuned", settings=[f"{s.gpu}:{s.name}={s.value}" for s in settings], exclusive=list(exclusive))
@@ -201,5 +201,5 @@ def _untune(config: Config, cid: str) -> list[str]:
     from gpuhook.tuning import session
     from gpuhook.tuning.backends import BackendSet
 
-    with BackendSet(Root(config.host_root)) as backends:  # a vendor's backend is made only if needed
+    with BackendSet(Root(config.host_root), config.state_dir) as backends:  # a vendor's backend is made only if needed
         return session.release(config.state_dir, cid, backends, only_gone=True)

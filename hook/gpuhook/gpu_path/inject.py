@@ -44,7 +44,8 @@ def prepare(spec: Spec, bundle: str, config: Config, log: Any, gpuhook_bin: str 
     annotations = spec.get("annotations") or {}
     vendors = all_vendors()
     request = parse_request(annotations, env, config.policy.accept_env_requests,
-                            gpus_flag(spec.get("hooks"), vendors), config.policy.gpus_any_vendor, vendors=vendors)
+                            gpus_flag(spec.get("hooks"), vendors), config.policy.gpus_any_vendor, vendors=vendors,
+                            env_tuning=config.policy.env_tuning())
     markers = claims_of(spec.get("hooks"))  # DRA claims the kubelet gave, through their CDI devices
     if request.allocation or markers or config.policy.requests == "allocated":
         from gpuhook.gpu_path.granting import authorized
@@ -54,17 +55,18 @@ def prepare(spec: Spec, bundle: str, config: Config, log: Any, gpuhook_bin: str 
         log.debug("no gpu request")
         return None
     check_policy(request.tuning, config.tuning)  # before the host is read, as it needs nothing of it
+    counted = any(s.count for s in request.selections)
+    from gpuhook.apply.state_dir import hold_lock
+
+    # held until this container's record is saved (released by the caller): a layout change (partition apply)
+    # waits for it and then sees the record; a count holds it alone, so the records read next are the truth
+    hold_lock(config.state_dir, exclusive=counted)
     root = Root(config.host_root)
     scoped = vendors_to_discover(request)
     inventory = discover(root, scoped)
     if scoped and any(inventory.vendor(v) is None for v in scoped):  # the error will say what the host has
         inventory = discover(root)
     inventory = identified(root, inventory, tuple(i for s in request.selections for i in s.devices or ()))
-    counted = any(s.count for s in request.selections)
-    if counted:  # held until this container's record is saved: the records read next are the truth under it
-        from gpuhook.gpu_path.granting import take_count_lock
-
-        take_count_lock(config.state_dir)
     # the other live GPU containers (the records read once): a count picks around them, exclusive refuses on them
     users = _users(config.state_dir, container_id) if counted or request.tuning.exclusive else ()
     if counted:
@@ -129,6 +131,9 @@ def register_device_container(spec: Spec, container_id: str, table: dict[str, An
     devices = (spec.get("linux") or {}).get("devices") or []
     if not devices:
         return
+    from gpuhook.apply.state_dir import hold_lock
+
+    hold_lock(config.state_dir, exclusive=False)  # as prepare: a layout change waits until the record is saved
     selected = gpus_in_spec(devices, discover(Root(config.host_root)))
     gpus = tuple(g.key() for _, found in selected for g in found)
     if not gpus:
@@ -176,7 +181,10 @@ def edit_bundle(data: bytes, bundle: str, container_id: str, table: dict[str, An
     if is_sandbox(loaded.get("annotations") or {}):  # a pod's pause container: never GPUs, tuning or records
         return ()
     if not asks:  # GPU nodes without a request: --device, another device plugin
-        register_device_container(loaded, container_id, table, config_path, validated, runtime_root, creator)
+        try:
+            register_device_container(loaded, container_id, table, config_path, validated, runtime_root, creator)
+        finally:
+            release_count_lock()
         return ()
     new, warnings = edited_spec(loaded, bundle, container_id, table, config_path, validated, runtime_root, creator)
     if new is not None:
@@ -198,11 +206,11 @@ def edited_spec(spec: Spec, bundle: str, container_id: str, table: dict[str, Any
 
 
 def release_count_lock() -> None:
-    """Let the next count request pick, once this container's record is saved or it failed (granting.py is
-    loaded only by a count request or an allocation: without it there is no lock)."""
-    granting = sys.modules.get("gpuhook.gpu_path.granting")
-    if granting is not None:
-        granting.release_count_lock()
+    """Let the next start, count pick or layout change go on, once this container's record is saved or it failed
+    (the GPU path's lock, apply/state_dir.hold_lock: without that module loaded there is no lock)."""
+    held = sys.modules.get("gpuhook.apply.state_dir")
+    if held is not None:
+        held.release_lock()
 
 
 def _edited(spec: Spec, bundle: str, container_id: str, config: Config, runtime_root: str,

@@ -28,6 +28,7 @@ them. Unknown fields are refused (a typo must not silently tune nothing).
 from __future__ import annotations
 
 from gpuhook.errors import KubernetesError
+from gpuhook.request.tuning import GPU_CONFIG_FIELDS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -36,9 +37,7 @@ if TYPE_CHECKING:
 
 API_VERSION = "resource.gpuhook.dev/v1alpha1"
 KIND = "GpuConfig"
-FIELDS = {"clocks": "clocks", "powerLimit": "power-limit", "fan": "fan", "perfLevel": "perf-level",
-          "computeMode": "compute-mode", "exclusive": "exclusive", "mps": "mps",
-          "mpsActiveThreadPercentage": "mps-threads", "mpsPinnedMemoryLimit": "mps-memory"}
+FIELDS = GPU_CONFIG_FIELDS  # field -> the tuning key of the same meaning
 
 
 def tuning_by_request(configs: Sequence[Mapping[str, Any]], driver: str,

@@ -138,10 +138,11 @@ class Preparer:
             request = str(r.get("request", "")).partition("/")[0]
             admin = bool(r.get("adminAccess"))
             keys = tuple(sorted(self._shared(tuning.get(request, {}), d, admin).items()))
-            if keys:
-                self._check_tuning(namespace, name, request, dict(keys), d, inventory, admin)
             share = str(r.get("shareID") or "")
-            out.append(ClaimedDevice(request, d.name, d.gpu.vendor, d.gpu.key(), admin, keys, share))
+            claimed = ClaimedDevice(request, d.name, d.gpu.vendor, d.gpu.key(), admin, keys, share)
+            if keys:
+                self._check_tuning(namespace, name, claimed, d, inventory)
+            out.append(claimed)
         pods = tuple(str(c.get("uid")) for c in status.get("reservedFor") or [] if c.get("resource") == "pods")
         return PreparedClaim(uid, namespace, name, tuple(out), pods, time.time())
 
@@ -163,25 +164,27 @@ class Preparer:
         return KubernetesError(f"claim {namespace}/{name}: device {device} is not on node {self._node} any more "
                                "(gone, or unhealthy): delete the pod to have it scheduled anew")
 
-    def _check_tuning(self, namespace: str, name: str, request: str, keys: dict[str, str], d: DraDevice,
-                      inventory: Inventory, admin: bool) -> None:
-        """The request's configuration, checked as its annotations would be: its values, [tuning] policy and
-        the rule for slices. KubernetesError naming the claim and request."""
+    def _check_tuning(self, namespace: str, name: str, claimed: ClaimedDevice, d: DraDevice,
+                      inventory: Inventory) -> None:
+        """The request's configuration, checked as its annotations would be, where the pod's events show it: its
+        values, what a tenant of a shared GPU may ask (plan/shared_gpu.py, as the runtime checks it again at each
+        start), [tuning] policy and the rule for slices. KubernetesError naming the claim and request."""
+        from gpuhook.plan.authority import claimed_grant
+        from gpuhook.plan.shared_gpu import check
         from gpuhook.plan.tuning import check_policy, settings_for
-        from gpuhook.request.tuning import parse_tuning
+        from gpuhook.request.tuning import GPU_CONFIG_FIELDS, parse_tuning
         from gpuhook.vendors.registry import get
 
-        where = f"claim {namespace}/{name}, request {request}"
-        if admin:
+        where = f"claim {namespace}/{name}, request {claimed.request}"
+        if claimed.admin:
             raise KubernetesError(f"{where}: a device given with adminAccess is never tuned: move the "
                                   "configuration to a claim without adminAccess")
         inv = inventory.vendor(d.gpu.vendor)
-        shares = self._config.kubernetes.replicas
+        fields = {key: field for field, key in GPU_CONFIG_FIELDS.items()}
         try:
-            tuning = parse_tuning(keys)
-            if tuning.exclusive and shares > 1:
-                raise KubernetesError(f"exclusive=true on a GPU shared {shares} ways ([kubernetes] replicas): "
-                                      "exclusive needs a node whose GPUs are not time-sliced, or drop exclusive")
+            tuning = parse_tuning(dict(claimed.tuning))
+            check(tuning, claimed_grant(f"{namespace}/{name}", claimed, self._config),
+                  lambda key: f"{fields.get(key, key)} in the GpuConfig")
             check_policy(tuning, self._config.tuning)
             if inv is not None:
                 settings_for(tuning, [(inv, [d.gpu])], self._config.tuning.shared_slices)

@@ -5,18 +5,24 @@ rest of the GPU path honours out.
   honoured as the device plugin wrote it.
 - "allocated" (cluster nodes): GPUs come only from an allocation the device plugin made for the kubelet; a
   pod author's gpuhook.dev/gpus, NVIDIA_VISIBLE_DEVICES=all and the like are refused with how to ask. Tuning
-  is still the pod author's to ask for, on the GPUs they were allocated, within [tuning] policy.
+  is still the pod author's to ask for (by annotation or claim, never by the image's env), on the GPUs they were
+  allocated, within [tuning] policy and within what their grant allows on a GPU other pods share
+  (plan/shared_gpu.py).
 """
 
 from __future__ import annotations
 
 from gpuhook.errors import PolicyError
 from gpuhook.frozen import frozen, replace
+from gpuhook.plan.shared_gpu import MPS, TIME_SLICED, WHOLE, Grant, check
 from gpuhook.request.container import ALLOCATION, PREFIX, Request, Selection
-from gpuhook.request.tuning import parse_tuning
+from gpuhook.request.tuning import GPU_CONFIG_FIELDS, env_key, parse_tuning
+from gpuhook.vendors.registry import get
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from gpuhook.config import Config
 
 
@@ -71,7 +77,7 @@ def authorize(request: Request, alloc: Allocation | None, config: Config,
     request.allocation (None when it presents none); `claims` are verified (granting.py)."""
     allocated = config.policy.requests == "allocated"
     if claims:
-        return _from_claims(request, alloc, claims)
+        return _from_claims(request, alloc, claims, config)
     if alloc is None:
         if allocated:
             _refuse_own_request(request, config)
@@ -81,10 +87,7 @@ def authorize(request: Request, alloc: Allocation | None, config: Config,
         raise PolicyError(f"{own.source}={own.shown!r} next to the kubelet's allocation ({alloc.resource}: "
                           f"{', '.join(alloc.gpus)}): a pod gets the GPUs its resources.limits asked for; drop "
                           f"{own.source}")
-    if request.tuning.exclusive and alloc.shared:
-        raise PolicyError(f"{PREFIX}exclusive=true on a time-sliced GPU ({alloc.resource} is shared between pods "
-                          "on this node): exclusive needs a node with whole "
-                          f"GPUs (nodeSelector {alloc.resource}.replicas: \"1\"), or drop {PREFIX}exclusive")
+    check(request.tuning, _allocation_grant(alloc), _named(request, {}))
     # The allocation replaces every other ask, the image's own env included (a CUDA image's
     # NVIDIA_VISIBLE_DEVICES=all): the container gets exactly what the kubelet allocated. A GPU the node shares
     # through MPS is reached through its daemon, with the node's share of threads unless the pod asks less.
@@ -96,9 +99,10 @@ def authorize(request: Request, alloc: Allocation | None, config: Config,
 
 
 def _from_claims(request: Request, alloc: Allocation | None,
-                 claims: tuple[tuple[PreparedClaim, tuple[str, ...]], ...]) -> Request:
+                 claims: tuple[tuple[PreparedClaim, tuple[str, ...]], ...], config: Config) -> Request:
     """The GPUs of the claims' requests the container was given, one selection per vendor, and the claims'
-    tuning added to the pod author's (one value per key: tuning is the container's, on all its GPUs)."""
+    tuning added to the pod author's (one value per key: tuning is the container's, on all its GPUs), within what
+    each device's grant allows (plan/shared_gpu.py)."""
     if alloc is not None:
         raise PolicyError(f"a container with a device plugin allocation ({alloc.resource}) and DRA claims "
                           f"({', '.join(c.name for c, _ in claims)}): give the GPUs one way, not both")
@@ -109,6 +113,8 @@ def _from_claims(request: Request, alloc: Allocation | None,
                           f"claims were allocated; drop {own.source}")
     by_vendor: dict[str, list[str]] = {}
     tuning = dict(request.tuning_asked)
+    from_claims: dict[str, str] = {}  # key -> how messages name the claim's field that asked it
+    fields = {key: field for field, key in GPU_CONFIG_FIELDS.items()}
     admin = False
     for claim, requests in claims:
         for d in (d for d in claim.devices if d.request in requests):
@@ -116,6 +122,8 @@ def _from_claims(request: Request, alloc: Allocation | None,
                 by_vendor[d.vendor].append(d.gpu)
             admin = admin or d.admin
             for key, value in d.tuning:
+                from_claims.setdefault(key, f"{fields.get(key, key)} in the GpuConfig of claim {claim.namespace}/"
+                                            f"{claim.name}")
                 if tuning.setdefault(key, value) != value:
                     raise PolicyError(f"{PREFIX}{key}: claim {claim.namespace}/{claim.name} asks {value!r} and "
                                       f"the container's other claims or annotations {tuning[key]!r}: tuning is "
@@ -123,8 +131,46 @@ def _from_claims(request: Request, alloc: Allocation | None,
     if admin and tuning:
         raise PolicyError(f"tuning ({', '.join(sorted(tuning))}) on a device given with adminAccess ({names}): "
                           "an admin's view of GPUs other pods hold never changes them")
+    merged = parse_tuning(tuning) if tuning else request.tuning
+    for claim, requests in claims:  # every device's grant allows the container's tuning, whichever asked it
+        for d in (d for d in claim.devices if d.request in requests):
+            check(merged, claimed_grant(f"{claim.namespace}/{claim.name}", d, config), _named(request, from_claims))
     selections = tuple(Selection(vendor, tuple(gpus), "DRA claim", names) for vendor, gpus in by_vendor.items())
-    return replace(request, selections=selections, tuning=parse_tuning(tuning) if tuning else request.tuning)
+    return replace(request, selections=selections, tuning=merged)
+
+
+def _named(request: Request, from_claims: dict[str, str]) -> Callable[[str], str]:
+    """How messages name a tuning key: the claim's GpuConfig field that asked it, else its env key or annotation."""
+    def name(key: str) -> str:
+        if key in from_claims:
+            return from_claims[key]
+        return env_key(key) if key in request.tuning_env else f"{PREFIX}{key}"
+    return name
+
+
+def _allocation_grant(alloc: Allocation) -> Grant:
+    """How a device plugin allocation holds its GPUs: whole, or one share of them (time-sliced, or MPS)."""
+    if not alloc.shared and not alloc.mps_threads:
+        return Grant(WHOLE)
+    how = f"an MPS share ({alloc.mps_threads}% of its threads)" if alloc.mps_threads else "a time-sliced share"
+    return Grant(MPS if alloc.mps_threads else TIME_SLICED,
+                 f"{how} of {', '.join(alloc.gpus)}: {alloc.resource} is shared between pods on this node",
+                 f"ask for a whole GPU (nodeSelector {alloc.resource}.replicas: \"1\")")
+
+
+def claimed_grant(claim: str, d: ClaimedDevice, config: Config) -> Grant:
+    """How device `d` of DRA claim `claim` ("<namespace>/<name>") holds its GPU: whole, or one of the shares the
+    scheduler may give other claims ([kubernetes] replicas > 1, or a share id in the record): an MPS share where
+    the node shares its vendor's GPUs through MPS, else time-sliced. The driver checks a claim's configuration
+    against it when it prepares the claim, the runtime again at each container's start."""
+    k8s = config.kubernetes
+    if not d.share and k8s.replicas < 2:
+        return Grant(WHOLE)
+    mps = k8s.sharing == "mps" and "mps" in get(d.vendor).SHARING
+    return Grant(MPS if mps else TIME_SLICED,
+                 f"claim {claim} holds {'an MPS' if mps else 'a time-sliced'} share of {d.gpu} (device {d.device}), "
+                 "which other claims may share",
+                 "ask for a whole GPU (a node whose [kubernetes] replicas is 1, or a DeviceClass of whole GPUs)")
 
 
 def _refuse_own_request(request: Request, config: Config) -> None:

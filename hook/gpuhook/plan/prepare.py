@@ -12,6 +12,7 @@ from gpuhook.errors import ConfigError, PolicyError, RequestError
 from gpuhook.frozen import frozen
 from gpuhook.host.facts import Needs
 from gpuhook.plan.select import Selected, edits_for, select_all
+from gpuhook.plan.shared_gpu import check, own_mps
 from gpuhook.plan.tuning import check_conflicts, check_leases, check_policy, gpus_in_spec, settings_for
 from gpuhook.request.container import HostRocm, Request, env_map
 from gpuhook.vendors.contract import Setting
@@ -134,9 +135,13 @@ def decide(request: Request, inventory: Inventory, facts: HostFacts, spec: Spec,
 
 
 def _selected(request: Request, inventory: Inventory, spec: Spec, config: Config) -> Selected:
-    """The checks before any fact: tuning policy, the GPUs, AMD-only runtime settings, tuning per vendor."""
+    """The checks before any fact: tuning policy and what an MPS client may ask, the GPUs, AMD-only runtime
+    settings, tuning per vendor."""
     tuning = request.tuning
     check_policy(tuning, config.tuning)
+    mps = own_mps(tuning)  # an MPS client shares its GPU whatever granted it (plan/shared_gpu.py)
+    if mps is not None:
+        check(tuning, mps)
     if request.wants_gpus:
         selected = select_all(request, inventory)
     else:  # tuning for the GPUs a device plugin (or --device) already put in the spec

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gpuhook.errors import PolicyError
+from gpuhook.plan.shared_gpu import SLICE, SLICE_OPEN, Grant, check
 from gpuhook.vendors.contract import Setting
 from gpuhook.vendors.registry import get
 
@@ -17,32 +18,34 @@ if TYPE_CHECKING:
     from gpuhook.request.tuning import Tuning
 
 
-
-
 def settings_for(tuning: Tuning, selected: Iterable[tuple[VendorInventory, Sequence[Gpu]]],
                  shared_slices: bool = False) -> tuple[Setting, ...]:
     """The host settings that give `selected` GPUs what `tuning` asks, on the physical GPUs (a slice's settings are
-    its GPU's); RequestError for the wrong vendor, PolicyError for a slice whose siblings the container lacks
-    (unless `shared_slices`)."""
+    its GPU's); RequestError for the wrong vendor, PolicyError for what a slice whose siblings the container lacks
+    does not allow (plan/shared_gpu.py; `shared_slices`: [tuning] shared_slices)."""
     out: dict[str, Setting] = {}
     for inv, gpus in selected:
         for gpu in gpus:
             physical = gpu
             if gpu.parent and tuning.sets_gpu():
-                physical = _physical(inv, gpu, gpus, shared_slices)
+                physical = _physical(tuning, inv, gpu, gpus, shared_slices)
             for s in get(inv.vendor).settings(tuning, physical):
                 out.setdefault(s.key, s)
     return tuple(out.values())
 
 
-def _physical(inv: VendorInventory, gpu: Gpu, chosen: Sequence[Gpu], shared_slices: bool) -> Gpu:
-    """The GPU a slice's tuning lands on; PolicyError naming the siblings the container does not hold."""
+def _physical(tuning: Tuning, inv: VendorInventory, gpu: Gpu, chosen: Sequence[Gpu], shared_slices: bool) -> Gpu:
+    """The GPU a slice's tuning lands on; PolicyError (plan/shared_gpu.py's rule) naming the siblings the container
+    does not hold, where they make the GPU shared."""
     lacking = [g for g in inv.siblings(gpu) if g not in chosen]
-    if lacking and not shared_slices:
+    if lacking:
         names = ", ".join(g.slice + (f" ({g.uuid})" if g.uuid else "") for g in lacking)
-        raise PolicyError(f"clocks, power, fans and compute mode belong to the whole GPU {gpu.index} ({gpu.parent}), "
-                          f"but this container has only some of its slices: not {names}; ask for every slice of "
-                          "the GPU, or the admin allows it with [tuning] shared_slices = true")
+        check(tuning, Grant(SLICE_OPEN if shared_slices else SLICE,
+                            f"slice {gpu.slice} of the whole GPU {gpu.index} ({gpu.parent}), whose other slices this "
+                            f"container lacks: not {names}",
+                            "ask for every slice of the GPU" + ("" if shared_slices else ", or the admin allows "
+                                                               "clocks, power, fans and performance level with "
+                                                               "[tuning] shared_slices = true")))
     return next((g for g in inv.gpus if not g.parent and (g.uuid or g.pci) == gpu.parent), gpu)
 
 

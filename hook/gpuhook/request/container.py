@@ -69,6 +69,7 @@ class Request:
     tuning: Tuning = Tuning()
     allocation: str | None = None  # gpuhook.dev/allocation: the device plugin's record id
     tuning_asked: tuple[tuple[str, str], ...] = ()  # the tuning keys (without the prefix) as asked, for merging
+    tuning_env: frozenset[str] = frozenset()  # those of them asked by GPUHOOK_* env, not by annotation
 
 
     @property
@@ -130,13 +131,15 @@ def pod_identity(annotations: Mapping[str, str]) -> tuple[str, str, str]:
 
 
 def parse_request(annotations: Mapping[str, str], env: Mapping[str, str], accept_env: bool = True,
-                  flag: str | None = None, any_vendor: bool = True, *, vendors: Sequence[Terms]) -> Request:
+                  flag: str | None = None, any_vendor: bool = True, *, vendors: Sequence[Terms],
+                  env_tuning: bool | None = None) -> Request:
     """Parse a container's GPU request, in the terms of `vendors`; annotations win over env, env counts only if
     `accept_env`. `flag` is the
     vendor whose Docker --gpus hook the spec carries (request.docker_flag): its env key is then the user's request,
     honoured even without `accept_env`, for gpuhook.dev/vendor's vendor, or (`any_vendor`) the host's only one.
-    Tuning is asked by annotation or, where an engine passes none (Docker 20.10), by GPUHOOK_<KEY> env under the
-    same rule: `docker run --gpus 0 -e GPUHOOK_CLOCKS=1500`."""
+    Tuning is asked by annotation or, where an engine passes none (Docker 20.10), by GPUHOOK_<KEY> env when
+    `env_tuning` (default: `accept_env`; Policy.env_tuning says, never on a cluster node): `docker run --gpus 0 -e
+    GPUHOOK_CLOCKS=1500`; exclusive and MPS never from env (request.tuning.NOT_FROM_ENV)."""
     ours = {k[len(PREFIX):]: v if isinstance(v, str) else "" for k, v in annotations.items()  # null: "" to runc
             if k.startswith(PREFIX)}
     for key, value in ours.items():
@@ -147,20 +150,23 @@ def parse_request(annotations: Mapping[str, str], env: Mapping[str, str], accept
     caps = _capabilities(ours, env, accept_env or flag is not None, vendors)
     rocm = _parse_host_rocm(ours["host-rocm"]) if "host-rocm" in ours else None
     asked = "host-rocm" in ours
-    tuning_keys, from_env_keys = from_env(ours, env) if accept_env else (ours, frozenset())  # never the user's
+    # the env is the image author's as much as the user's: only where the policy takes tuning from it
+    tuning_keys, from_env_keys = from_env(ours, env) if (accept_env if env_tuning is None else env_tuning) \
+        else (ours, frozenset())
     tuning = parse_tuning(tuning_keys, from_env_keys)
     raw = tuple((k, v) for k, v in sorted(tuning_keys.items()) if k in TUNING_KEYS)
     allocation = _allocation(ours[ALLOCATION], annotations) if ALLOCATION in ours else None
     if "gpus" in ours:
         sel = _parse_gpus(f"{PREFIX}gpus", ours["gpus"], vendor, vendors)
-        return Request((sel,) if sel else (), caps, rocm, asked, tuning, allocation, raw)
+        return Request((sel,) if sel else (), caps, rocm, asked, tuning, allocation, raw, from_env_keys)
     flagged = _flag_selection(env, flag, vendor, any_vendor, vendors)
     if vendor is not None and flagged is None:
         raise RequestError(f"annotation {PREFIX}vendor={ours['vendor']!r} needs {PREFIX}gpus "
                            "(e.g. all, 0,1, count:2 or a UUID)")
     if flagged is not None:  # the user's --gpus bounds the request: an image's AMD_VISIBLE_DEVICES=all adds none
-        return Request((flagged,), caps, rocm, asked, tuning, allocation, raw)
-    return Request(_env_selections(env, accept_env, vendors, skip=flag), caps, rocm, asked, tuning, allocation, raw)
+        return Request((flagged,), caps, rocm, asked, tuning, allocation, raw, from_env_keys)
+    return Request(_env_selections(env, accept_env, vendors, skip=flag), caps, rocm, asked, tuning, allocation, raw,
+                   from_env_keys)
 
 
 def _flag_selection(env: Mapping[str, str], flag: str | None, vendor: str | None, any_vendor: bool,

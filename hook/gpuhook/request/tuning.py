@@ -20,6 +20,13 @@ MAX_WATTS = 10_000  # well above any GPU board; NVML takes milliwatts in 32 bits
 KEYS = ("clocks", "power-limit", "fan", "perf-level", "compute-mode", "exclusive", "fine-grain-pcie", "gfx-override",
         "mps", "mps-threads", "mps-memory")
 MAX_MPS_MIB = 1 << 24  # 16 TiB: above any GPU's memory
+# Never taken from env: an image's own ENV would lease GPUs or start host daemons for every container run from it,
+# with nobody asking (an annotation is always the user's, or the pod author's)
+NOT_FROM_ENV = ("exclusive", "mps", "mps-threads", "mps-memory")
+# A claim's GpuConfig field for each tuning key (kubernetes/dra_config.py parses them; messages name them)
+GPU_CONFIG_FIELDS = {"clocks": "clocks", "powerLimit": "power-limit", "fan": "fan", "perfLevel": "perf-level",
+                     "computeMode": "compute-mode", "exclusive": "exclusive", "mps": "mps",
+                     "mpsActiveThreadPercentage": "mps-threads", "mpsPinnedMemoryLimit": "mps-memory"}
 
 
 @frozen
@@ -42,6 +49,13 @@ class Tuning:
         return any((self.clocks, self.power_limit, self.fan, self.perf_level, self.compute_mode, self.exclusive,
                     self.mps))
 
+    def asked_keys(self) -> tuple[str, ...]:
+        """The host-side keys it asks (as gpuhook.dev/ names them), in KEYS order; the AMD env knobs are not."""
+        asked = {"clocks": self.clocks, "power-limit": self.power_limit, "fan": self.fan,
+                 "perf-level": self.perf_level, "compute-mode": self.compute_mode, "exclusive": self.exclusive,
+                 "mps": self.mps, "mps-threads": self.mps_threads, "mps-memory": self.mps_memory}
+        return tuple(k for k in KEYS if asked.get(k))
+
     def sets_gpu(self) -> bool:
         """Whether it changes a setting of the physical GPU (clocks, power, fan, performance level, compute mode)."""
         return any((self.clocks, self.power_limit, self.fan, self.perf_level, self.compute_mode))
@@ -54,9 +68,17 @@ def env_key(key: str) -> str:
 
 def from_env(ours: Mapping[str, str], env: Mapping[str, str]) -> tuple[dict[str, str], frozenset[str]]:
     """The tuning keys asked by annotation, with those asked only in env (GPUHOOK_CLOCKS=1500) added; and which
-    of them came from env. An annotation wins over the same key in env."""
+    of them came from env. An annotation wins over the same key in env. RequestError for a key never taken from
+    env (NOT_FROM_ENV) set there, non-empty, without its annotation."""
     merged = {k: v for k, v in ours.items() if k in KEYS}
-    taken = frozenset(k for k in KEYS if k not in merged and env_key(k) in env)
+    for key in NOT_FROM_ENV:
+        value = env.get(env_key(key), "")
+        if key not in merged and isinstance(value, str) and value.strip():
+            shown = value if len(value) <= 64 else value[:64] + "…"
+            raise RequestError(f"{env_key(key)}={shown!r}: {key} is never taken from env (an image's ENV would ask "
+                               f"it for every container run from it): ask with the annotation gpuhook.dev/{key} "
+                               f"(docker run --annotation), or unset it (-e {env_key(key)}=)")
+    taken = frozenset(k for k in KEYS if k not in merged and k not in NOT_FROM_ENV and env_key(k) in env)
     return merged | {k: env[env_key(k)] for k in taken}, taken
 
 

@@ -14,13 +14,14 @@ if TYPE_CHECKING:
 class BackendSet:
     """Callable vendor -> Backend, for tuning.session's acquire/release/sweep; use as a context manager."""
 
-    def __init__(self, root: Root) -> None:
+    def __init__(self, root: Root, state_dir: str) -> None:
         self._root = root
+        self._state_dir = state_dir
         self._made: dict[str, Backend] = {}
 
     def __call__(self, vendor: str) -> Backend:
         if vendor not in self._made:
-            self._made[vendor] = get(vendor).backend(self._root)
+            self._made[vendor] = get(vendor).backend(self._root, self._state_dir)
         return self._made[vendor]
 
     def __enter__(self) -> BackendSet:

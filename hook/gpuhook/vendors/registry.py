@@ -98,14 +98,17 @@ class Vendor(Protocol):
         gets to reach it; RequestError where the vendor has no such sharing or not for these GPUs."""
         ...
 
-    def repartition(self, root: Root, gpu: Gpu, layout: dict[str, object]) -> str:
+    def repartition(self, root: Root, gpu: Gpu, layout: dict[str, object], dry_run: bool = False) -> str:
         """Put the physical GPU `gpu` in `layout` (the vendor's keys of a `gpuhook partition apply` file), waiting
         until the driver reports it; what changed ('' when it was so already). GpuhookError naming what the GPU
-        offers, or that the vendor has no such layout. Writes the driver's files or calls its library."""
+        offers, or that the vendor has no such layout. With `dry_run` the same checks, and what would change,
+        without a write (`partition apply` checks every GPU so before it changes one). Writes the driver's files
+        or calls its library."""
         ...
 
-    def backend(self, root: Root) -> Backend:
-        """The tuning backend for this vendor's GPUs under `root` (the caller closes it). Loads libraries."""
+    def backend(self, root: Root, state_dir: str) -> Backend:
+        """The tuning backend for this vendor's GPUs under `root` (the caller closes it); what it starts on the
+        host (NVIDIA's MPS daemons) it records in `state_dir`. Loads libraries."""
         ...
 
     def telemetry(self, root: Root, inv: VendorInventory) -> Source:

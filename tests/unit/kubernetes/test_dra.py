@@ -225,3 +225,38 @@ def test_a_host_root_outside_the_nodes_mount_is_refused(tmp_path: Path) -> None:
     assert on_node("/anything", "/") == "/anything"
     with pytest.raises(DiscoveryError, match="where the node's / is mounted"):
         on_node(str(tmp_path / "elsewhere"), str(tmp_path / "node"))
+
+
+@pytest.mark.parametrize(("table", "keys", "refused"), [
+    ({"replicas": 2}, {"exclusive": "true"}, "exclusive in the GpuConfig on a shared GPU"),
+    ({"replicas": 2}, {"compute-mode": "exclusive-process"}, "computeMode in the GpuConfig on a shared GPU"),
+    ({"replicas": 2}, {"clocks": "1500"}, "clocks in the GpuConfig on a shared GPU"),
+    ({"replicas": 4, "sharing": "mps"}, {"power-limit": "300", "mps": "true", "mps-threads": "25"},
+     "powerLimit in the GpuConfig on a shared GPU"),
+    ({"replicas": 4, "sharing": "mps"}, {"mps": "true", "mps-threads": "25"}, ""),
+    ({"replicas": 1}, {"exclusive": "true", "clocks": "1500"}, ""),
+], ids=["exclusive on a time-sliced share", "compute mode", "clocks", "power on an MPS share", "the MPS share's own",
+        "a whole GPU's"])
+def test_a_claim_is_refused_at_prepare_what_a_share_may_not_ask(tmp_path: Path, table: dict[str, Any],
+                                                                keys: dict[str, str], refused: str) -> None:
+    """#43 item 1, where the request is made: NodePrepareResources refuses (the pod's events show it) a share's
+    GpuConfig that would exclude or change the GPU's other shares, by its field's name, as the runtime would at
+    each start; a whole GPU's and an MPS client's own settings are prepared."""
+    from gpuhook.config import from_table
+    from gpuhook.errors import KubernetesError
+    from gpuhook.host.inventory import Inventory
+    from gpuhook.kubernetes.dra_prepare import Preparer
+    from gpuhook.plan.authority import ClaimedDevice
+
+    config = from_table({"state_dir": str(tmp_path / "state"), "kubernetes": table}, str(tmp_path / "config.toml"))
+    preparer = Preparer(config, None, DRIVER, "node-1", str(tmp_path / "cdi"), "/bin/gpuhook-hook",  # type: ignore[arg-type]
+                        "/bin/gpuhook", checkpoint=str(tmp_path / "plugins" / DRIVER))
+    claimed = ClaimedDevice("gpu", "gpu-3", "nvidia", "GPU-3", False, tuple(sorted(keys.items())))
+    inventory = Inventory(str(tmp_path), ())
+    if not refused:
+        preparer._check_tuning("team-a", "c1", claimed, _device(), inventory)
+        return
+    with pytest.raises(KubernetesError) as e:
+        preparer._check_tuning("team-a", "c1", claimed, _device(), inventory)
+    assert str(e.value).startswith("claim team-a/c1, request gpu: ") and refused in str(e.value), e.value
+    assert "\n" not in str(e.value)

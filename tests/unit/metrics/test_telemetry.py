@@ -39,7 +39,7 @@ def test_nvml_reports_what_the_stub_is_told_and_locked_clocks(fake_host: FakeHos
     sim_nvidia.set_telemetry(host, 1, utilization=87, memory_used=40 << 30, power_mw=612250, temperature=71,
                              clock_mhz=1755)
     root = Root(host)
-    backend = registry.get("nvidia").backend(root)  # the tuning backend locks GPU 0's clocks, as a container would
+    backend = registry.get("nvidia").backend(root, "/nonexistent")  # it locks GPU 0's clocks, as a container would
     try:
         gpu0 = discover(root).vendors[0].gpus[0]
         backend.set(Setting("nvidia", gpu0.uuid, 0, gpu0.pci, gpu0.uuid, "clocks", "1500-1500"), "1500-1500")

@@ -128,22 +128,65 @@ def test_own_gpus_next_to_allocation_refused(config: Config) -> None:
                             f"the GPUs its resources.limits asked for; drop {A}gpus")
 
 
-def test_exclusive_on_shared_allocation_refused() -> None:
-    config = from_table({"policy": {"requests": "allocated"}, "kubernetes": {"replicas": 4}}, "/x")
-    request = parse_request({A + "allocation": ID, A + "exclusive": "true"}, {})
+REPLICAS = from_table({"policy": {"requests": "allocated"}, "kubernetes": {"replicas": 4}}, "/x")
+MPS_NODE = from_table({"policy": {"requests": "allocated"}, "kubernetes": {"replicas": 4, "sharing": "mps"}}, "/x")
+MPS_SHARE = Allocation(ID, "nvidia.com/gpu", "nvidia", (U0,), (f"{U0}::0",), True, 100.0, 3700.0, "pod/main", "c1",
+                       mps_threads=25)
+
+# (id, allocation, the pod's annotations, the setting the refusal names, the kind of share it names)
+SHARE_REFUSALS = [
+    ("exclusive on a time-sliced share", SHARED, {A + "exclusive": "true"}, f"{A}exclusive", "a time-sliced share"),
+    ("exclusive-process on a time-sliced share", SHARED, {A + "compute-mode": "exclusive-process"},
+     f"{A}compute-mode", "a time-sliced share"),
+    ("prohibited on a time-sliced share", SHARED, {A + "compute-mode": "prohibited"}, f"{A}compute-mode",
+     "a time-sliced share"),
+    ("default compute mode too", SHARED, {A + "compute-mode": "default"}, f"{A}compute-mode", "a time-sliced share"),
+    ("clocks on a time-sliced share", SHARED, {A + "clocks": "1500"}, f"{A}clocks", "a time-sliced share"),
+    ("power on a time-sliced share", SHARED, {A + "power-limit": "200"}, f"{A}power-limit", "a time-sliced share"),
+    ("fan on a time-sliced share", SHARED, {A + "fan": "80"}, f"{A}fan", "a time-sliced share"),
+    ("fan auto too", SHARED, {A + "fan": "auto"}, f"{A}fan", "a time-sliced share"),
+    ("mps on a time-sliced share", SHARED, {A + "mps": "true"}, f"{A}mps", "a time-sliced share"),
+    ("exclusive on an MPS share", MPS_SHARE, {A + "exclusive": "true"}, f"{A}exclusive",
+     "an MPS share (25% of its threads)"),
+    ("compute mode on an MPS share", MPS_SHARE, {A + "compute-mode": "exclusive-process"}, f"{A}compute-mode",
+     "an MPS share (25% of its threads)"),
+    ("clocks on an MPS share", MPS_SHARE, {A + "clocks": "1500"}, f"{A}clocks", "an MPS share (25% of its threads)"),
+]
+
+
+@pytest.mark.parametrize(("alloc", "annotations", "setting", "share"), [r[1:] for r in SHARE_REFUSALS],
+                         ids=[r[0] for r in SHARE_REFUSALS])
+def test_a_share_may_not_ask_what_excludes_or_changes_the_other_shares(alloc: Allocation,
+                                                                       annotations: dict[str, str], setting: str,
+                                                                       share: str) -> None:
+    request = parse_request({A + "allocation": ID, **annotations}, {})
     with pytest.raises(PolicyError) as e:
-        authorize(request, SHARED, config)
+        authorize(request, alloc, REPLICAS)
     message = str(e.value)
-    assert message.startswith(f"{A}exclusive=true on a time-sliced GPU (nvidia.com/gpu is shared between pods")
-    assert 'nodeSelector nvidia.com/gpu.replicas: "1"' in message
-    assert f"drop {A}exclusive" in message
+    assert message.startswith(f"{setting} on a shared GPU ({share} of {U0}: nvidia.com/gpu is shared between pods")
+    assert 'ask for a whole GPU (nodeSelector nvidia.com/gpu.replicas: "1")' in message
+    assert message.endswith(f"or drop {setting}") and "\n" not in message
 
 
-def test_tuning_without_exclusive_on_shared_allocation_kept() -> None:
-    request = parse_request({A + "allocation": ID, A + "clocks": "1500"}, {})
-    out = authorize(request, SHARED, ALLOCATED)
-    assert out.tuning == Tuning(clocks=(1500, 1500))
-    assert out.selections == (Selection("nvidia", (U0,), f"{A}allocation", ID),)
+SHARE_ALLOWS = [
+    ("nothing", SHARED, {}),
+    ("the AMD runtime env", SHARED, {A + "gfx-override": "10.3.0", A + "fine-grain-pcie": "true"}),
+    ("an MPS client's own limits", MPS_SHARE, {A + "mps": "true", A + "mps-threads": "10", A + "mps-memory": "2G"}),
+    ("everything on a whole GPU", WHOLE, {A + "exclusive": "true", A + "compute-mode": "exclusive-process",
+                                          A + "clocks": "1500", A + "power-limit": "300", A + "fan": "80"}),
+]
+
+
+@pytest.mark.parametrize(("alloc", "annotations"), [r[1:] for r in SHARE_ALLOWS], ids=[r[0] for r in SHARE_ALLOWS])
+def test_what_a_share_may_ask(alloc: Allocation, annotations: dict[str, str]) -> None:
+    request = parse_request({A + "allocation": ID, **annotations}, {})
+    assert authorize(request, alloc, REPLICAS).selections == (Selection("nvidia", alloc.gpus, f"{A}allocation", ID),)
+
+
+def test_a_shares_refusal_names_the_env_key_it_came_from_on_a_single_host() -> None:
+    request = parse_request({A + "allocation": ID}, {"GPUHOOK_COMPUTE_MODE": "prohibited"})
+    with pytest.raises(PolicyError, match=r"^GPUHOOK_COMPUTE_MODE on a shared GPU \(a time-sliced share"):
+        authorize(request, SHARED, ANY)
 
 
 def test_tuning_and_capabilities_kept_with_allocation() -> None:
@@ -205,3 +248,50 @@ def test_an_allocation_shared_through_mps_makes_the_container_an_mps_client(aske
     tuning = authorize(request, alloc, ALLOCATED).tuning
     assert tuning.mps and tuning.mps_threads == threads
     assert not authorize(parse_request({A + "allocation": ID}, {}), SHARED, ALLOCATED).tuning.mps
+
+
+def _tuned(*tuning: tuple[str, str], share: str = "") -> ClaimedDevice:
+    return ClaimedDevice("gpu", "gpu-0", "nvidia", U0, tuning=tuning, share=share)
+
+
+# (id, the node's config, the claim's device, the pod's annotations, the setting the refusal names, the share)
+SHARED_CLAIMS = [
+    ("GpuConfig computeMode on a replicas = 4 node", REPLICAS, _tuned(("compute-mode", "exclusive-process")), {},
+     "computeMode in the GpuConfig of claim ns/c", "a time-sliced"),
+    ("GpuConfig exclusive on a device with a share id", ALLOCATED, _tuned(("exclusive", "true"), share="s-1"), {},
+     "exclusive in the GpuConfig of claim ns/c", "a time-sliced"),
+    ("GpuConfig mps on a time-sliced node", REPLICAS, _tuned(("mps", "true")), {},
+     "mps in the GpuConfig of claim ns/c", "a time-sliced"),
+    ("annotation exclusive beside a shared claim", REPLICAS, NV0, {A + "exclusive": "true"}, f"{A}exclusive",
+     "a time-sliced"),
+    ("annotation compute mode beside a share id", ALLOCATED, _tuned(share="s-2"), {A + "compute-mode": "prohibited"},
+     f"{A}compute-mode", "a time-sliced"),
+    ("GpuConfig powerLimit on an MPS node", MPS_NODE, _tuned(("mps", "true"), ("mps-threads", "25"),
+                                                              ("power-limit", "200")), {},
+     "powerLimit in the GpuConfig of claim ns/c", "an MPS"),
+    ("annotation exclusive on an MPS node", MPS_NODE, _tuned(("mps", "true"), ("mps-threads", "25")),
+     {A + "exclusive": "true"}, f"{A}exclusive", "an MPS"),
+]
+
+
+@pytest.mark.parametrize(("config", "device", "annotations", "setting", "share"), [c[1:] for c in SHARED_CLAIMS],
+                         ids=[c[0] for c in SHARED_CLAIMS])
+def test_a_shared_claims_tenant_may_not_ask_what_changes_the_other_shares(config: Config, device: ClaimedDevice,
+                                                                         annotations: dict[str, str], setting: str,
+                                                                         share: str) -> None:
+    with pytest.raises(PolicyError) as e:
+        authorize(parse_request(annotations, {}), None, config, ((_claim(device), ("gpu",)),))
+    message = str(e.value)
+    assert message.startswith(f"{setting} on a shared GPU (claim ns/c holds {share} share of {U0} (device gpu-0)")
+    assert message.endswith(f"ask for a whole GPU (a node whose [kubernetes] replicas is 1, or a DeviceClass of whole "
+                            f"GPUs), or drop {setting}")
+
+
+@pytest.mark.parametrize(("config", "device", "annotations"), [
+    (MPS_NODE, _tuned(("mps", "true"), ("mps-threads", "25")),
+     {A + "mps": "true", A + "mps-memory": "4G", A + "gfx-override": "10.3.0"}),
+    (ALLOCATED, _tuned(("compute-mode", "exclusive-process"), ("exclusive", "true")), {A + "clocks": "1500"}),
+], ids=["an MPS client's limits on an MPS node", "everything on a whole GPU"])
+def test_what_a_claims_tenant_may_ask(config: Config, device: ClaimedDevice, annotations: dict[str, str]) -> None:
+    got = authorize(parse_request(annotations, {}), None, config, ((_claim(device), ("gpu",)),))
+    assert got.selections[0].devices == (U0,)

@@ -99,6 +99,18 @@ def test_tuning_a_slice_when_the_policy_shares_slices() -> None:
     assert (s.gpu, s.value) == (GPU0.uuid, "300000")
 
 
+@pytest.mark.parametrize("shared_slices", [False, True], ids=["default", "shared_slices"])
+def test_a_slices_compute_mode_is_refused_while_others_may_hold_its_siblings(shared_slices: bool) -> None:
+    """The compute mode is the whole GPU's: exclusive-process on one MIG device ends its siblings' CUDA, so not
+    even [tuning] shared_slices lets a slice's holder set it."""
+    with pytest.raises(PolicyError) as e:
+        settings_for(Tuning(compute_mode="exclusive-process"), ((NV, (MIGS[0],)),), shared_slices=shared_slices)
+    assert str(e.value).startswith("gpuhook.dev/compute-mode on a shared GPU (slice 0:0 of the whole GPU 0")
+    assert "not 0:1 (MIG-00000000-0001" in str(e.value)
+    (s,) = settings_for(Tuning(compute_mode="exclusive-process"), ((NV, MIGS),))  # every slice: the GPU is its own
+    assert (s.gpu, s.name) == (GPU0.uuid, "compute_mode")
+
+
 def test_a_slice_without_tuning_needs_no_siblings() -> None:
     assert settings_for(Tuning(exclusive=True), ((NV, (MIGS[0],)),)) == ()
 

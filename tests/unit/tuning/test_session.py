@@ -117,7 +117,7 @@ def test_join_conflict_and_last_holder_restores(fake_host: FakeHost, tmp_path: P
     host = fake_host(nvidia=1)
     root = Root(host)
     other = session.Holder("other", os.getppid(), start_time(os.getppid()))
-    with BackendSet(root) as b:
+    with BackendSet(root, str(tmp_path)) as b:
         session.acquire(str(tmp_path), ME, [_clock(host, 0, "1500-1500")], [], b)
         session.acquire(str(tmp_path), other, [_clock(host, 0, "1500-1500")], [], b)  # same value: joins
         with pytest.raises(PolicyError, match="has clocks 1500-1500 set for container me"):
@@ -136,7 +136,7 @@ def test_failure_on_the_second_gpu_rolls_back_the_first(fake_host: FakeHost, tmp
     host = fake_host(nvidia=2)
     Path(f"{host}/var/lib/gpuhook-sim/nvml.fail").write_text("1 clocks\n")
     root = Root(host)
-    with BackendSet(root) as b, pytest.raises(TuningError, match="rolled back"):
+    with BackendSet(root, str(tmp_path)) as b, pytest.raises(TuningError, match="rolled back"):
         session.acquire(str(tmp_path), ME, [_clock(host, 0, "1500-1500"), _clock(host, 1, "1500-1500")], [], b)
     assert _nv_state(host)[0][:2] == [0, 0]
     assert ledger.load(str(tmp_path / "ledger.json"))["settings"] == {}
@@ -145,7 +145,7 @@ def test_failure_on_the_second_gpu_rolls_back_the_first(fake_host: FakeHost, tmp
 def test_sweep_restores_what_dead_containers_held(fake_host: FakeHost, tmp_path: Path) -> None:
     host = fake_host(nvidia=1)
     root = Root(host)
-    with BackendSet(root) as b:
+    with BackendSet(root, str(tmp_path)) as b:
         session.acquire(str(tmp_path), _dead_holder("crashed"), [_clock(host, 0, "1500-1500")], [], b)
         assert _nv_state(host)[0][:2] == [1500, 1500]
         assert session.sweep(str(tmp_path), b) == []
@@ -156,7 +156,7 @@ def test_exclusive_lease(fake_host: FakeHost, tmp_path: Path) -> None:
     host = fake_host(nvidia=1)
     root = Root(host)
     gpu = _clock(host, 0, "x").gpu
-    with BackendSet(root) as b:
+    with BackendSet(root, str(tmp_path)) as b:
         with pytest.raises(PolicyError, match="in use by container busy"):
             session.acquire(str(tmp_path), ME, [], [gpu], b, lambda g: ["busy"])
         session.acquire(str(tmp_path), ME, [], [gpu], b)
@@ -170,7 +170,7 @@ def test_exclusive_lease(fake_host: FakeHost, tmp_path: Path) -> None:
 def test_corrupt_ledger_is_an_error_with_the_way_out_and_is_left_alone(fake_host: FakeHost, tmp_path: Path) -> None:
     host = fake_host(nvidia=1)
     root = Root(host)
-    with BackendSet(root) as b:
+    with BackendSet(root, str(tmp_path)) as b:
         session.acquire(str(tmp_path), ME, [_clock(host, 0, "1500-1500")], [], b)
         good = (tmp_path / "ledger.json").read_text()
         (tmp_path / "ledger.json").write_text('{"version": 1, "settings": {trunc')
@@ -255,9 +255,9 @@ def test_the_same_id_under_two_engines_is_two_containers(fake_host: FakeHost, tm
     root = Root(host)
     gone = _dead_holder("web")  # engine A's "web", stopped
     alive = session.Holder("web", os.getpid(), start_time(os.getpid()))  # engine B's "web", running
-    with BackendSet(root) as b:
+    with BackendSet(root, str(tmp_path)) as b:
         session.acquire(str(tmp_path), gone, [_clock(host, 0, "1500-1500")], [], b)
-    with BackendSet(root) as b:  # (A's init already gone: B's acquire sweeps A's holding first)
+    with BackendSet(root, str(tmp_path)) as b:  # (A's init already gone: B's acquire sweeps A's holding first)
         session.acquire(str(tmp_path), alive, [_clock(host, 0, "1500-1500")], [_clock(host, 0, "x").gpu], b)
         twin = session.Holder("web", os.getppid(), start_time(os.getppid()))
         with pytest.raises(PolicyError, match="held exclusively by container web"):
@@ -286,5 +286,5 @@ def test_a_power_limit_outside_the_boards_range_is_refused_not_sent(fake_host: F
     host = fake_host(nvidia=1)
     g = discover(Root(host)).vendor("nvidia").gpus[0]  # type: ignore[union-attr]
     s = Setting("nvidia", g.uuid, 0, g.pci, g.uuid, "power_limit", "900000")
-    with BackendSet(Root(host)) as b, pytest.raises(TuningError, match="100-700 W: 900 W refused"):
+    with BackendSet(Root(host), "/nonexistent") as b, pytest.raises(TuningError, match="100-700 W: 900 W refused"):
         b("nvidia").set(s, "900000")

@@ -47,7 +47,7 @@ def test_one_cpx_partition_by_index_gets_its_render_node_only(fake_host: FakeHos
 def test_tuning_a_partition_is_refused_unless_every_sibling_is_held(fake_host: FakeHost) -> None:
     inv: Inventory = discover(Root(fake_host(amd=2, amd_partitions="DPX")))
     one = select_all(parse_request({"gpuhook.dev/gpus": "1", "gpuhook.dev/vendor": "amd"}, {}), inv)
-    with pytest.raises(PolicyError, match=r"whole GPU 1 \(0x5a1e000000000000\).*not 0;"):
+    with pytest.raises(PolicyError, match=r"whole GPU 1 \(0x5a1e000000000000\).*not 0\)"):
         settings_for(Tuning(perf_level="high"), one)
     both = select_all(parse_request({"gpuhook.dev/gpus": "0,1", "gpuhook.dev/vendor": "amd"}, {}), inv)
     (s,) = settings_for(Tuning(perf_level="high"), both)  # one setting on the physical GPU

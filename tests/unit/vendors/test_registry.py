@@ -79,10 +79,10 @@ class Toy:
     def sharing(self, tuning: Tuning, gpus: Sequence[Gpu], directory: str) -> tuple[tuple[Setting, ...], Edits]:
         return (), Edits()
 
-    def repartition(self, root: Root, gpu: Gpu, layout: dict[str, object]) -> str:
+    def repartition(self, root: Root, gpu: Gpu, layout: dict[str, object], dry_run: bool = False) -> str:
         raise NotImplementedError
 
-    def backend(self, root: Root) -> object:
+    def backend(self, root: Root, state_dir: str) -> object:
         raise NotImplementedError
 
     def telemetry(self, root: Root, inv: VendorInventory) -> object:

@@ -1,8 +1,10 @@
 /* Stub nvidia-cuda-mps-control for simulated hosts. `-d`: a daemon of its own session that writes its pid to
-   $CUDA_MPS_PIPE_DIRECTORY/nvidia-cuda-mps-control.pid, makes a `control` file there, appends what it was started
-   for ($CUDA_VISIBLE_DEVICES) to $CUDA_MPS_LOG_DIRECTORY/control.log and waits; on SIGTERM it removes both files
-   and ends. Without `-d`: reads commands on stdin; `quit` ends the daemon of that pipe directory (as the real one's
-   shell does). Anything else is refused. */
+   $CUDA_MPS_PIPE_DIRECTORY/nvidia-cuda-mps-control.pid, makes its control pipe (a FIFO, `control`) there, appends
+   what it was started for ($CUDA_VISIBLE_DEVICES) to $CUDA_MPS_LOG_DIRECTORY/control.log and reads commands from the
+   pipe; `quit` there, or SIGTERM, removes both files and ends it. Without `-d`: reads commands on stdin and passes
+   `quit` on through the control pipe (as the real one's shell talks to its daemon through its socket, never
+   through the pid file), waiting until the pipe is gone; no daemon reading the pipe is "Cannot find MPS control
+   daemon process". Anything else is refused. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -37,8 +39,10 @@ int main(int argc, char **argv) {
         }
         setsid();
         signal(SIGTERM, on_term);
-        FILE *f = fopen(control_path, "w");
-        if (f) fclose(f);
+        unlink(control_path);
+        if (mkfifo(control_path, 0666) != 0) _exit(1);
+        int control = open(control_path, O_RDWR);
+        if (control < 0) _exit(1);
         if (log_dir) {
             char log_path[4096];
             snprintf(log_path, sizeof log_path, "%s/control.log", log_dir);
@@ -47,24 +51,31 @@ int main(int argc, char **argv) {
         }
         char tmp[4200];
         snprintf(tmp, sizeof tmp, "%s.tmp", pid_path);
-        f = fopen(tmp, "w");
+        FILE *f = fopen(tmp, "w");
         if (!f) _exit(1);
         fprintf(f, "%d\n", (int)getpid());
         fclose(f);
         rename(tmp, pid_path);
         int null = open("/dev/null", 2);
         if (null >= 0) { dup2(null, 0); dup2(null, 1); dup2(null, 2); }
-        for (;;) pause();
+        char buf[256];
+        for (;;) {
+            ssize_t n = read(control, buf, sizeof buf - 1);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) { pause(); continue; }
+            buf[n] = 0;
+            if (strstr(buf, "quit")) on_term(0);
+        }
     }
     char line[256];
     while (fgets(line, sizeof line, stdin)) {
         if (strncmp(line, "quit", 4) != 0) { fprintf(stderr, "unknown command\n"); return 1; }
-        FILE *f = fopen(pid_path, "r");
-        int pid = 0;
-        if (!f || fscanf(f, "%d", &pid) != 1) { fprintf(stderr, "Cannot find MPS control daemon process\n"); return 1; }
-        fclose(f);
-        kill(pid, SIGTERM);
-        for (int i = 0; i < 400 && kill(pid, 0) == 0; i++) usleep(5000);
+        struct stat st;
+        int control = -1;
+        if (lstat(control_path, &st) == 0 && S_ISFIFO(st.st_mode)) control = open(control_path, O_WRONLY | O_NONBLOCK);
+        if (control < 0 || write(control, "quit\n", 5) != 5) { fprintf(stderr, "Cannot find MPS control daemon process\n"); return 1; }
+        close(control);
+        for (int i = 0; i < 400 && lstat(control_path, &st) == 0; i++) usleep(5000);
     }
     return 0;
 }

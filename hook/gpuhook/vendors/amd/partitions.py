@@ -91,16 +91,24 @@ def labels(root: Root, inv: VendorInventory) -> dict[str, str]:
     return out
 
 
-def repartition(root: Root, pci: str, layout: dict[str, object], wait: float = 60.0) -> str:
+NAMES = {"compute": ("SPX", "DPX", "TPX", "QPX", "CPX"), "memory": ("NPS1", "NPS2", "NPS4", "NPS8")}
+
+
+def repartition(root: Root, pci: str, layout: dict[str, object], wait: float = 60.0, dry_run: bool = False) -> str:
     """Put the GPU at `pci` in `layout`'s modes (`compute`: SPX..CPX, `memory`: NPS1..NPS8, each optional): through
     amd-smi where the host's libamd_smi loads, else amdgpu's sysfs files (memory first: a compute mode may need
     it), then wait until the driver reports them. What changed ('' when it was so already); GpuhookError naming
-    what the GPU offers. Writes the driver's files or calls its library."""
+    what the GPU offers. With `dry_run` every check, and what would change, without a write. Writes the driver's
+    files or calls its library."""
     from gpuhook.errors import GpuhookError
 
     unknown = sorted(set(layout) - {"compute", "memory"})
     if unknown:
         raise GpuhookError(f"AMD GPU {pci}: unknown key {unknown[0]!r}: an AMD layout has compute and memory")
+    for key, value in layout.items():
+        if not isinstance(value, str) or value.strip().upper() not in NAMES[key]:
+            raise GpuhookError(f"AMD GPU {pci}: {key} = {str(value)[:40]!r}: expected one of "
+                               f"{', '.join(NAMES[key])} (a quoted name)")
     want = {k: str(v).strip().upper() for k, v in layout.items()}
     now = dict(zip(("compute", "memory"), modes(root, pci), strict=True))
     changes = []
@@ -114,8 +122,8 @@ def repartition(root: Root, pci: str, layout: dict[str, object], wait: float = 6
         if offered and want[key] not in offered:
             raise GpuhookError(f"AMD GPU {pci} offers {key} partitions {', '.join(offered)}: {want[key]} refused")
         changes.append((key, name, want[key]))
-    if not changes:
-        return ""
+    if not changes or dry_run:
+        return ", ".join(f"{k} {now[k]} -> {m}" for k, _, m in changes)
     _write_modes(root, pci, changes)
     deadline = time.monotonic() + wait
     while dict(zip(("compute", "memory"), modes(root, pci), strict=True)) != {**now, **{k: m for k, _, m in changes}}:

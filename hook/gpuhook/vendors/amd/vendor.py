@@ -108,14 +108,14 @@ def sharing(tuning: Tuning, gpus: Sequence[Gpu], directory: str) -> tuple[tuple[
     return no_daemon("AMD", tuning, gpus)
 
 
-def repartition(root: Root, gpu: Gpu, layout: dict[str, object]) -> str:
+def repartition(root: Root, gpu: Gpu, layout: dict[str, object], dry_run: bool = False) -> str:
     """Compute (SPX, DPX, QPX, CPX) and memory (NPS1, NPS4) partition modes (partitions.py)."""
     from gpuhook.vendors.amd import partitions as amd_partitions
 
-    return amd_partitions.repartition(root, gpu.pci, layout)
+    return amd_partitions.repartition(root, gpu.pci, layout, dry_run=dry_run)
 
 
-def backend(root: Root) -> Backend:
+def backend(root: Root, state_dir: str) -> Backend:
     """amd-smi on the host's /opt/rocm/lib/libamd_smi.so where it loads, else amdgpu's sysfs files."""
     from gpuhook.errors import TuningError
     from gpuhook.vendors.amd.tuning import AmdSmiBackend, SysfsBackend

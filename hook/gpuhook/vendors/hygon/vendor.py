@@ -102,14 +102,14 @@ def sharing(tuning: Tuning, gpus: Sequence[Gpu], directory: str) -> tuple[tuple[
     return no_daemon("Hygon DCU", tuning, gpus)
 
 
-def repartition(root: Root, gpu: Gpu, layout: dict[str, object]) -> str:
+def repartition(root: Root, gpu: Gpu, layout: dict[str, object], dry_run: bool = False) -> str:
     """Not yet: Hygon's DCU MIG mode is hy-smi's (hy-smi -mig, hy-smi mig -cgi)."""
     from gpuhook.errors import GpuhookError
 
     raise GpuhookError(f"Hygon DCU {gpu.index}: gpuhook does not apply DCU partitions: use hy-smi mig")
 
 
-def backend(root: Root) -> Backend:
+def backend(root: Root, state_dir: str) -> Backend:
     """The DCU's sysfs files (the PCI device directory discovery finds)."""
     from gpuhook.vendors.amd.tuning import SysfsBackend
 

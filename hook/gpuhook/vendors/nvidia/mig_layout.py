@@ -24,25 +24,32 @@ if TYPE_CHECKING:
     from gpuhook.host.root import Root
 
 
-def apply(root: Root, library: str, gpu: Gpu, layout: dict[str, object]) -> str:
-    """Give `gpu` the layout's `mig` (a list of profile names; [] turns MIG off). What changed, '' for nothing."""
+MAX_INSTANCES = 7  # GPU instances a MIG GPU holds at most (seven 1g slices)
+
+
+def apply(root: Root, library: str, gpu: Gpu, layout: dict[str, object], dry_run: bool = False) -> str:
+    """Give `gpu` the layout's `mig` (a list of profile names; [] turns MIG off). What changed, '' for nothing;
+    with `dry_run` every check, and what would change, without a write."""
     from gpuhook.host import nvml_lib
 
     unknown = sorted(set(layout) - {"mig"})
     asked = layout.get("mig")
-    if unknown or not isinstance(asked, list):
+    if unknown or not isinstance(asked, list) or not all(isinstance(p, str) for p in asked):
         raise GpuhookError(f"NVIDIA GPU {gpu.index}: a layout is mig = [profile names] (e.g. [\"3g.40gb\", "
                            f"\"1g.10gb\"], [] for MIG off)" + (f"; unknown key {unknown[0]!r}" if unknown else ""))
-    wanted = [str(p).strip().lower() for p in asked]
+    if len(asked) > MAX_INSTANCES:
+        raise GpuhookError(f"NVIDIA GPU {gpu.index}: mig names {len(asked)} profiles: a GPU holds at most "
+                           f"{MAX_INSTANCES} MIG devices")
+    wanted = [p.strip().lower() for p in asked]
     with nvml_lib.session(library) as nvml:
         try:
             h = nvml.handle(gpu.uuid)
-            return _apply(nvml, root, gpu, h, wanted)
+            return _apply(nvml, root, gpu, h, wanted, dry_run)
         except nvml_lib.NvmlError as e:
             raise GpuhookError(f"NVIDIA GPU {gpu.index} ({gpu.uuid}): NVML: {e}") from e
 
 
-def _apply(nvml: Nvml, root: Root, gpu: Gpu, h: c_void_p, wanted: list[str]) -> str:
+def _apply(nvml: Nvml, root: Root, gpu: Gpu, h: c_void_p, wanted: list[str], dry_run: bool) -> str:
     from gpuhook.host.nvml_lib import NOT_SUPPORTED, NvmlError
 
     try:
@@ -60,6 +67,9 @@ def _apply(nvml: Nvml, root: Root, gpu: Gpu, h: c_void_p, wanted: list[str]) -> 
     have = _instances(nvml, h, profiles) if current else []
     if bool(current) == bool(wanted) and Counter(n for n, _ in have) == Counter(wanted):
         return ""
+    if dry_run:
+        before = ", ".join(n for n, _ in have) if current else "MIG off"
+        return f"{before or 'no MIG devices'} -> {', '.join(wanted) or 'MIG off'}"
     for _, gi in have:  # compute instances first: a GPU instance with one is in use
         for ci_profile in range(_ci_count()):
             for ci in _listed(nvml.compute_instances, gi, ci_profile):

@@ -25,10 +25,11 @@ def _mhz(lo: int, hi: int) -> str:
 class NvmlBackend:
     """Reads and writes NVIDIA GPU settings; holds one NVML session until close()."""
 
-    def __init__(self, library: str, mps_control: str = "") -> None:
+    def __init__(self, library: str, mps_control: str = "", state_dir: str = "") -> None:
         from gpuhook.host import nvml_lib
 
         self._mps_control = mps_control
+        self._state_dir = state_dir  # where the MPS daemons gpuhook started are recorded
         self._error = nvml_lib.NvmlError
         self._session = nvml_lib.session(library)
         self._nvml: Nvml = self._session.__enter__()
@@ -91,10 +92,13 @@ class NvmlBackend:
         if not self._mps_control:
             raise TuningError(f"GPU {s.index} ({s.gpu}): the host has no nvidia-cuda-mps-control (the driver's "
                               "compute utilities) to run MPS with")
+        if not self._state_dir:
+            raise TuningError(f"GPU {s.index} ({s.gpu}): MPS daemons are recorded in state_dir, and this backend "
+                              "was given none")
         if value == "off":
-            mps.stop(self._mps_control, s.device, s.value)
+            mps.stop(self._mps_control, s.device, s.value, self._state_dir)
         else:
-            mps.start(self._mps_control, s.device, value)
+            mps.start(self._mps_control, s.device, value, self._state_dir)
 
     def _count_fans(self, s: Setting, h: c_void_p) -> int:
         try:

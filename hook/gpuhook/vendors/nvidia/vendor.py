@@ -180,7 +180,7 @@ def sharing(tuning: Tuning, gpus: Sequence[Gpu], directory: str) -> tuple[tuple[
             Edits(mounts=(mount,), env=tuple(env)))
 
 
-def repartition(root: Root, gpu: Gpu, layout: dict[str, object]) -> str:
+def repartition(root: Root, gpu: Gpu, layout: dict[str, object], dry_run: bool = False) -> str:
     """A MIG layout (`mig`: profile names, [] for MIG off) through NVML's GPU and compute instances
     (mig_layout.py)."""
     from gpuhook.errors import GpuhookError
@@ -189,11 +189,12 @@ def repartition(root: Root, gpu: Gpu, layout: dict[str, object]) -> str:
     lib = _nvml_library(discover(root))
     if lib is None:
         raise GpuhookError(f"no libnvidia-ml under {root.base}: MIG layouts need the driver's NVML")
-    return mig_layout.apply(root, root.lexical(lib), gpu, layout)
+    return mig_layout.apply(root, root.lexical(lib), gpu, layout, dry_run)
 
 
-def backend(root: Root) -> Backend:
-    """NVML, bound to the host root's own libnvidia-ml; the host's nvidia-cuda-mps-control for MPS."""
+def backend(root: Root, state_dir: str) -> Backend:
+    """NVML, bound to the host root's own libnvidia-ml; the host's nvidia-cuda-mps-control for MPS (the daemons
+    it starts recorded in `state_dir`)."""
     from gpuhook.errors import GpuhookError, TuningError
     from gpuhook.vendors.nvidia.tuning import NvmlBackend
 
@@ -204,7 +205,7 @@ def backend(root: Root) -> Backend:
     control = next((f.source for f in (inv.files if inv else ()) if f.kind == "bin"
                     and os.path.basename(f.source) == "nvidia-cuda-mps-control"), None)
     try:
-        return NvmlBackend(root.lexical(lib), root.lexical(control) if control else "")
+        return NvmlBackend(root.lexical(lib), root.lexical(control) if control else "", state_dir)
     except GpuhookError as e:
         raise TuningError(str(e)) from e
 
