@@ -23,33 +23,45 @@ exclusive, mps, mps-threads, mps-memory) and is checked as that annotation is, a
 the claim is prepared: an invalid configuration fails the preparation with one line, which the kubelet shows in the
 pod's events. The class's configuration comes first and the claim's overrides it, field by field, as the API orders
 them. Unknown fields are refused (a typo must not silently tune nothing).
+
+Every number (clocks, powerLimit, fan, mpsActiveThreadPercentage, mpsPinnedMemoryLimit) goes through one parser,
+`_whole`: a JSON integer, or a string of ASCII digits (str.isdigit would take fullwidth or Arabic-Indic digits) at
+most _DIGITS long (int() of thousands of digits fails with Python's own text), within the field's range, with the
+unit the annotation of the same meaning takes; anything else (a float, a negative, a bool) is refused in one line
+naming the claim, the field and the range. Values go on in the annotations' canonical form ("250", "1200-1500",
+"8G").
 """
 
 from __future__ import annotations
 
 from gpuhook.errors import KubernetesError
-from gpuhook.request.tuning import GPU_CONFIG_FIELDS
+from gpuhook.request.ids import is_decimal
+from gpuhook.request.tuning import GPU_CONFIG_FIELDS, MAX_MHZ, MAX_MPS_MIB, MAX_WATTS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from typing import Any
 
 API_VERSION = "resource.gpuhook.dev/v1alpha1"
 KIND = "GpuConfig"
 FIELDS = GPU_CONFIG_FIELDS  # field -> the tuning key of the same meaning
+_DIGITS = 8  # more than any field's range needs (MAX_MPS_MIB in M has 8); int() is never given more
+_MAX_TEXT = 64  # a string value longer than this is no value of any field
 
 
-def tuning_by_request(configs: Sequence[Mapping[str, Any]], driver: str,
-                      requests: Sequence[str]) -> dict[str, dict[str, str]]:
+def tuning_by_request(configs: Sequence[Mapping[str, Any]], driver: str, requests: Sequence[str],
+                      claim: str = "") -> dict[str, dict[str, str]]:
     """{request: {tuning key: value}} from an allocation's `config` entries (status.allocation.devices.config:
-    the class's first, then the claim's), those of `driver` only. KubernetesError naming the entry at fault."""
+    the class's first, then the claim's), those of `driver` only. KubernetesError naming the claim (`claim`,
+    "namespace/name") and the entry at fault."""
     out: dict[str, dict[str, str]] = {r: {} for r in requests}
     for n, entry in enumerate(configs):
         opaque = entry.get("opaque") if isinstance(entry, dict) else None
         if not isinstance(opaque, dict) or opaque.get("driver") != driver:
             continue  # another driver's, or a kind of configuration this API version has that we do not read
         where = f"config[{n}] (from the {'class' if entry.get('source') == 'FromClass' else 'claim'})"
+        where = f"claim {claim}, {where}" if claim else where
         keys = _parse(opaque.get("parameters"), where)
         for r in entry.get("requests") or requests:
             base = r.partition("/")[0]  # a firstAvailable subrequest (gpu/large) configures its request
@@ -72,9 +84,87 @@ def _parse(params: object, where: str) -> dict[str, str]:
     for field, key in FIELDS.items():
         if field in params:
             value = params[field]
-            if isinstance(value, bool):
-                value = "true" if value else "false"
-            elif not isinstance(value, (str, int)):
-                raise KubernetesError(f"{where}: {field} must be a string or a number, not {value!r}")
-            out[key] = str(value)
+            if field in _NUMBERS:
+                out[key] = _NUMBERS[field](value, field, where)
+            elif isinstance(value, bool):
+                out[key] = "true" if value else "false"
+            elif isinstance(value, str) and len(value) <= _MAX_TEXT:
+                out[key] = value
+            else:
+                raise KubernetesError(f"{where}: {field}={_shown(value)}: expected a string of at most {_MAX_TEXT} "
+                                      "characters")
     return out
+
+
+def _whole(value: object, field: str, lo: int, hi: int, where: str, what: str, raw: object = None) -> int:
+    """The one parser of a number: a JSON integer, or a string of at most _DIGITS ASCII digits, in [lo, hi].
+    KubernetesError naming the field, its value (`raw`, where `value` is a part of it) and the range."""
+    number: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str) and is_decimal(value) and len(value) <= _DIGITS:
+        number = int(value)
+    if number is None or not lo <= number <= hi:
+        raise KubernetesError(f"{where}: {field}={_shown(value if raw is None else raw)}: expected {what}, a whole "
+                              f"number {lo}-{hi} in ASCII digits")
+    return number
+
+
+def _unit(value: object, units: tuple[str, ...]) -> object:
+    """A string value with spaces and the annotation's unit taken off (any case); other values as they are."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip().lower()
+    for unit in units:
+        text = text.removesuffix(unit).strip()
+    return text
+
+
+def _watts(value: object, field: str, where: str) -> str:
+    return str(_whole(_unit(value, ("w",)), field, 1, MAX_WATTS, where, "watts", value))
+
+
+def _fan(value: object, field: str, where: str) -> str:
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    return str(_whole(_unit(value, ("%",)), field, 0, 100, where, "auto or a fan speed in percent", value))
+
+
+def _threads(value: object, field: str, where: str) -> str:
+    return str(_whole(_unit(value, ("%",)), field, 1, 100, where, "a share of the GPU's threads in percent", value))
+
+
+def _clocks(value: object, field: str, where: str) -> str:
+    what = "MHz (1500) or a range (1200-1500)"
+    if not isinstance(value, str):
+        return str(_whole(value, field, 1, MAX_MHZ, where, what))
+    low, sep, high = str(_unit(value, ("mhz",))).partition("-")
+    lo = _whole(low.strip(), field, 1, MAX_MHZ, where, what, value)
+    hi = _whole(high.strip(), field, lo, MAX_MHZ, where, "a range's upper end in MHz", value) if sep else lo
+    return f"{lo}-{hi}" if sep else str(lo)
+
+
+def _memory(value: object, field: str, where: str) -> str:
+    what = "the GPU memory an MPS client may pin (8G, 512M)"
+    text = value.strip().upper().removesuffix("B") if isinstance(value, str) else ""
+    scale = {"M": 1, "G": 1024, "T": 1024 * 1024}.get(text[-1:], 0)
+    if not scale:
+        raise KubernetesError(f"{where}: {field}={_shown(value)}: expected {what}, a whole number with M, G or T, "
+                              f"1M-{MAX_MPS_MIB >> 20}T")
+    return f"{_whole(text[:-1].strip(), field, 1, MAX_MPS_MIB // scale, where, what + ' in ' + text[-1], value)}" \
+        f"{text[-1]}"
+
+
+def _shown(value: object) -> str:
+    """A value in an error: quoted, escaped, cut short; a huge integer by its size, never converted whole."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10 ** _DIGITS:
+        return f"<an integer of {value.bit_length()} bits>"
+    if isinstance(value, str):
+        return repr(value if len(value) <= 32 else value[:32] + "…")
+    text = repr(value)
+    return text if len(text) <= 40 else text[:40] + "…"
+
+
+_NUMBERS: dict[str, Callable[[object, str, str], str]] = {
+    "clocks": _clocks, "powerLimit": _watts, "fan": _fan, "mpsActiveThreadPercentage": _threads,
+    "mpsPinnedMemoryLimit": _memory}

@@ -33,6 +33,7 @@ from gpuhook.kubernetes.api import (
     pluginregistration_pb2,
     pluginregistration_pb2_grpc,
 )
+from gpuhook.kubernetes.claim_locks import ClaimLocks
 from gpuhook.kubernetes.dra_devices import describe, device_json, pcie_root
 from gpuhook.kubernetes.dra_prepare import Preparer
 from gpuhook.kubernetes.dra_slices import Publisher
@@ -63,7 +64,9 @@ def say(line: str) -> None:
 class Driver(dra_pb2_grpc.DRAPluginServicer, drahealth_pb2_grpc.DRAResourceHealthServicer,
              pluginregistration_pb2_grpc.RegistrationServicer):
     """The node plugin's services and what they share: the devices published now and every device's health,
-    under a lock (a change wakes the health watches)."""
+    under a lock (a change wakes the health watches); and one lock per claim, held around its preparation and
+    unpreparation, so that calls on one claim take turns (each leaves its CDI spec and records both there or both
+    gone, dra_prepare.Preparer) while different claims are prepared at once."""
 
     def __init__(self, config: Config, preparer: Preparer, endpoint: str, driver: str) -> None:
         self._config, self._preparer, self._endpoint, self._driver = config, preparer, endpoint, driver
@@ -73,6 +76,7 @@ class Driver(dra_pb2_grpc.DRAPluginServicer, drahealth_pb2_grpc.DRAResourceHealt
         self._health: dict[str, str] = {}  # every device ever published: "" healthy, else why not
         self._version = 0
         self._stopping = False
+        self.claims = ClaimLocks()
         self.registered = threading.Event()
         self.republish = threading.Event()  # the slices written again without waiting for the recheck
 
@@ -134,7 +138,8 @@ class Driver(dra_pb2_grpc.DRAPluginServicer, drahealth_pb2_grpc.DRAResourceHealt
             try:
                 if inventory is None:
                     raise GpuhookError("the driver has not discovered the node's GPUs yet")
-                prepared = self._preparer.prepare(c.namespace, c.uid, c.name, devices, inventory)
+                with self.claims.hold(c.uid):  # one claim's lock at a time: never two held, no order to deadlock
+                    prepared = self._preparer.prepare(c.namespace, c.uid, c.name, devices, inventory)
             except (GpuhookError, OSError, ValueError) as e:
                 say(f"claim {c.namespace}/{c.name} ({c.uid}): {e}")
                 answer.claims[c.uid].error = f"gpuhook: {e}"
@@ -151,7 +156,8 @@ class Driver(dra_pb2_grpc.DRAPluginServicer, drahealth_pb2_grpc.DRAResourceHealt
         answer = pb.NodeUnprepareResourcesResponse()
         for c in request.claims:
             try:
-                self._preparer.unprepare(c.uid)
+                with self.claims.hold(c.uid):
+                    self._preparer.unprepare(c.uid)
             except (GpuhookError, OSError, ValueError) as e:
                 answer.claims[c.uid].error = f"gpuhook: {e}"
                 continue

@@ -14,6 +14,16 @@ keeps. A claim asked again (a restarted kubelet or driver) is answered from the 
 it went; a record never written means the kubelet asks again. After a reboot the kubelet does not ask again (its
 own checkpoint says the claim is prepared) while its pods' containers start anew: the driver restores what /run
 lost from its checkpoint when it starts (`restore`), before it registers.
+
+A claim's CDI spec and record are a pair: prepare writes the spec, then the checkpoint, then the record in /run;
+unprepare removes them in the reverse order. The driver runs the calls on one claim one at a time (its per-claim
+lock, dra_driver.Driver): with no lock no order suffices (a prepare that has written its spec, an unprepare that
+removes spec and record, then the prepare's record: a record without its spec), and with it each call runs
+whole, so after every interleaving of prepare and unprepare both are there (the last call prepared) or neither
+(it unprepared). The order is for a crash between two steps, after which the kubelet, having no answer, calls
+again: what can be left is a spec without a record (prepare cut short, or unprepare after the records went),
+which grants nothing, since the runtime believes only a record, and which the next prepare rewrites or unprepare
+removes; never a record without its spec, which would claim the GPU for a pod that cannot start with it.
 """
 
 from __future__ import annotations
@@ -34,6 +44,7 @@ from gpuhook.kubernetes.dra_config import tuning_by_request
 from gpuhook.plan.authority import ClaimedDevice, PreparedClaim
 from gpuhook.request.container import DEFAULT_CAPABILITIES
 from gpuhook.request.dra_claim import marker_args
+from gpuhook.request.ids import is_decimal
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -80,12 +91,13 @@ class Preparer:
         return [(d.request, d.device, f"{CDI_KIND}={uid}-{d.device}", d.share) for d in record.devices]
 
     def unprepare(self, uid: str) -> None:
-        """The claim's CDI spec and records removed (a claim not prepared here is fine). Deletes files."""
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.spec_path(uid))
+        """The claim's records and CDI spec removed, in the reverse of the order `prepare` writes them (a claim
+        not prepared here is fine). Deletes files."""
         claims.remove(self._config.state_dir, uid)
         if self._checkpoint:
             claims.remove(self._checkpoint, uid)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.spec_path(uid))
 
     def restore(self, devices: Mapping[str, DraDevice], inventory: Inventory) -> tuple[list[str], list[str]]:
         """Every checkpointed claim's record and CDI spec, where /run lost them (a reboot): what the kubelet's own
@@ -129,7 +141,7 @@ class Preparer:
             raise KubernetesError(f"claim {namespace}/{name} has no device of {self._driver} allocated on node "
                                   f"{self._node}")
         requests = sorted({str(r.get("request", "")) for r in results})
-        tuning = tuning_by_request(allocation.get("config") or [], self._driver, requests)
+        tuning = tuning_by_request(allocation.get("config") or [], self._driver, requests, f"{namespace}/{name}")
         out = []
         for r in results:
             d = devices.get(str(r.get("device")))
@@ -156,7 +168,7 @@ class Preparer:
             return keys
         share = 100 // k8s.replicas
         asked = keys.get("mps-threads", "")
-        threads = min(int(asked), share) if asked.isdigit() else share
+        threads = min(int(asked), share) if is_decimal(asked) and len(asked) <= 3 else share  # parsed by dra_config
         return {**keys, "mps": "true", "mps-threads": str(threads)}
 
     def _gone(self, namespace: str, name: str, device: str) -> KubernetesError:

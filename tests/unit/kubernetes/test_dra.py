@@ -44,7 +44,7 @@ def test_a_claims_configuration_by_request(configs: list[dict[str, Any]], expect
     ({"opaque": {"driver": DRIVER, "parameters": {"apiVersion": "gpu.nvidia.com/v1", "kind": "GpuConfig"}}},
      "gpuhook's driver reads apiVersion resource.gpuhook.dev/v1alpha1"),
     ({"opaque": {"driver": DRIVER, "parameters": ["x"]}}, "opaque parameters must be an object"),
-    (_opaque(clocks=["1500"]), "clocks must be a string or a number"),
+    (_opaque(perfLevel=["high"]), "perfLevel=\\['high'\\]: expected a string"),
 ], ids=["typo", "another api", "not an object", "a list"])
 def test_a_configuration_gpuhook_cannot_read_is_refused_in_one_line(entry: dict[str, Any], says: str) -> None:
     with pytest.raises(KubernetesError, match=says) as e:
@@ -260,3 +260,64 @@ def test_a_claim_is_refused_at_prepare_what_a_share_may_not_ask(tmp_path: Path, 
         preparer._check_tuning("team-a", "c1", claimed, _device(), inventory)
     assert str(e.value).startswith("claim team-a/c1, request gpu: ") and refused in str(e.value), e.value
     assert "\n" not in str(e.value)
+
+
+_FIVE_THOUSAND = "1" * 5000
+
+
+@pytest.mark.parametrize(("field", "value", "says"), [
+    ("mpsActiveThreadPercentage", "\uff11\uff12", "1-100"),  # fullwidth 12: str.isdigit takes it, int() reads 12
+    ("mpsActiveThreadPercentage", "\u0663", "1-100"),  # Arabic-Indic three
+    ("mpsActiveThreadPercentage", _FIVE_THOUSAND, "1-100"),  # int() would exceed the 4,300 digits it reads
+    ("mpsActiveThreadPercentage", "0" * 64, "1-100"),  # zeros: a number in range once int() had read them
+    ("mpsActiveThreadPercentage", 0, "1-100"),
+    ("mpsActiveThreadPercentage", 101, "1-100"),
+    ("mpsActiveThreadPercentage", 50.0, "1-100"),
+    ("mpsActiveThreadPercentage", True, "1-100"),
+    ("powerLimit", -250, "watts, a whole number 1-10000"),
+    ("powerLimit", "-250", "watts, a whole number 1-10000"),
+    ("powerLimit", 10**5000, "watts, a whole number 1-10000"),  # a huge integer, never converted to text
+    ("powerLimit", "250.5", "watts, a whole number 1-10000"),
+    ("powerLimit", 250.5, "watts, a whole number 1-10000"),
+    ("fan", "\uff11\uff10\uff10", "fan speed in percent, a whole number 0-100"),
+    ("fan", 101, "fan speed in percent, a whole number 0-100"),
+    ("clocks", "\uff11\uff15\uff10\uff10", "1-100000"),
+    ("clocks", "1500-1200", "a range's upper end in MHz, a whole number 1500-100000"),
+    ("clocks", "1200-\u0663", "1200-100000"),
+    ("clocks", 1500.0, "1-100000"),
+    ("mpsPinnedMemoryLimit", "\uff18G", "in G, a whole number 1-16384"),
+    ("mpsPinnedMemoryLimit", "99999999999G", "in G, a whole number 1-16384"),
+    ("mpsPinnedMemoryLimit", 8, "1M-16T"),
+], ids=["fullwidth", "arabic-indic", "5000 digits", "64 zeros", "zero", "over 100", "float", "bool", "negative",
+        "negative text", "huge integer", "float text", "watts float", "fan fullwidth", "fan over 100",
+        "clocks fullwidth", "clocks range reversed", "clocks range arabic-indic", "clocks float", "memory fullwidth",
+        "memory too much", "memory without unit"])
+def test_a_gpuconfig_number_is_ascii_digits_in_its_range_or_refused_by_name(field: str, value: object,
+                                                                            says: str) -> None:
+    """#43 item 9: every number of a GpuConfig through one strict parser; a bad value gets the driver's own line
+    naming the claim, the entry, the field and the range, never Python's text (int()'s "invalid literal", the
+    4,300-digit limit's "Exceeds the limit")."""
+    with pytest.raises(KubernetesError) as e:
+        tuning_by_request([_opaque(**{field: value})], DRIVER, ["gpu"], "team-a/train")
+    text = str(e.value)
+    assert text.startswith(f"claim team-a/train, config[0] (from the claim): {field}="), text
+    assert says in text and "\n" not in text and len(text) < 300, text
+    assert not any(p in text for p in ("invalid literal", "Exceeds the limit", "int()", "Traceback")), text
+
+
+@pytest.mark.parametrize(("field", "value", "key", "expected"), [
+    ("mpsActiveThreadPercentage", "50", "mps-threads", "50"),
+    ("mpsActiveThreadPercentage", "50%", "mps-threads", "50"),
+    ("powerLimit", 250, "power-limit", "250"),
+    ("powerLimit", "300W", "power-limit", "300"),
+    ("fan", "auto", "fan", "auto"),
+    ("fan", 0, "fan", "0"),
+    ("clocks", "1200-1500", "clocks", "1200-1500"),
+    ("clocks", 1500, "clocks", "1500"),
+    ("mpsPinnedMemoryLimit", "8G", "mps-memory", "8G"),
+    ("mpsPinnedMemoryLimit", "512mb", "mps-memory", "512M"),
+], ids=["threads", "threads percent", "watts", "watts with unit", "fan auto", "fan stopped", "clock range",
+        "clock number", "memory", "memory lower case"])
+def test_a_gpuconfig_number_goes_on_in_the_annotations_form(field: str, value: object, key: str,
+                                                            expected: str) -> None:
+    assert tuning_by_request([_opaque(**{field: value})], DRIVER, ["gpu"]) == {"gpu": {key: expected}}
