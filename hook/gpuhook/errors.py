@@ -4,8 +4,26 @@ from __future__ import annotations
 
 
 def one_line(text: object) -> str:
-    """`text` (an error, a message) as one line: every run of whitespace, newlines included, one space. Pure."""
-    return " ".join(str(text).split())
+    """`text` (an error, a message) as one line: every run of whitespace, newlines included, one space; what
+    else a terminal would act on, escaped (shown). Pure."""
+    return shown(" ".join(str(text).split()), backslash=False)
+
+
+def shown(text: object, backslash: bool = True) -> str:
+    """`text` as a terminal may print it: every character that is not printable (control characters, escape
+    sequences' ESC, newlines, bidi and line separators) and the backslash written as a Python escape, so a name
+    read from a spec or a record (a pod's, a process's) is one line that moves no cursor. The one escaping every
+    printer of such names uses (`backslash` False: a message's own, which quotes values by repr, left as is). Pure."""
+    value = str(text)
+    if value.isprintable() and not (backslash and "\\" in value):
+        return value
+    return "".join(c if c.isprintable() and not (backslash and c == "\\") else _escaped(c) for c in value)
+
+
+def _escaped(c: str) -> str:
+    n = ord(c)
+    return "\\\\" if c == "\\" else f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}" if n < 0x10000 else f"\\U{n:08x}"
+
 
 class GpuhookError(Exception):
     """Base of every error gpuhook reports to a user."""

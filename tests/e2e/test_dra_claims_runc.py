@@ -24,6 +24,13 @@ from .conftest import Run
 UID = "0b1e6c5e-0000-4000-8000-00000000c1a1"
 POD = {"io.kubernetes.cri.container-type": "container", "io.kubernetes.cri.sandbox-uid": "pod-uid-1",
        "io.kubernetes.cri.sandbox-namespace": "team-a", "io.kubernetes.cri.container-name": "train"}
+# a CRI-O container of namespace team-b (CRI-O's own keys), whose pod copies containerd's keys naming team-a: CRI-O
+# copies every pod annotation into the spec
+CRIO_POD = {"io.kubernetes.cri-o.ContainerType": "container", "io.kubernetes.cri-o.SandboxID": "sb-b",
+            "io.kubernetes.pod.uid": "pod-uid-1", "io.kubernetes.pod.namespace": "team-b",
+            "io.kubernetes.pod.name": "job-b", "io.kubernetes.container.name": "train",
+            "io.kubernetes.cri-o.Annotations": "{}"}
+FORGED = {k: v for k, v in POD.items() if k != "io.kubernetes.cri.container-type"}
 
 
 def _config(host: str, state: Path) -> str:
@@ -102,7 +109,11 @@ def test_the_claims_tuning_is_applied_while_the_container_runs(run_container: Ru
      "DRA claim team-a/train-gpu is not this container's: it runs in namespace team-b"),
     (POD, False, f"DRA claim {UID} is not prepared on this node"),
     ({**POD, "gpuhook.dev/gpus": "0"}, True, "gpuhook.dev/gpus='0' next to DRA claims (team-a/train-gpu)"),
-], ids=["another namespace", "not prepared", "own request beside"])
+    ({**CRIO_POD, **FORGED}, True, "DRA claim team-a/train-gpu is not this container's: it runs in namespace team-b"),
+    ({**CRIO_POD, **FORGED, "io.kubernetes.cri.container-type": "sandbox"}, True,
+     "posing as the other engine's"),
+], ids=["another namespace", "not prepared", "own request beside", "cri-o pod posing as containerd's namespace",
+        "cri-o app container posing as containerd's sandbox"])
 def test_what_the_driver_did_not_prepare_for_this_namespace_grants_nothing(run_container: Run, mixed_host: str,
                                                                            tmp_path: Path,
                                                                            annotations: dict[str, str],

@@ -204,12 +204,14 @@ def test_prometheus_sees_who_holds_which_gpu_the_tuning_and_the_telemetry(node: 
     sim_amd.set_telemetry(node.host, 1, utilization=77, power_mw=455000, temperature=71)
     trainer, rc, err = node.start({"gpuhook.dev/gpus": "0", "gpuhook.dev/vendor": "nvidia",
                                    "gpuhook.dev/clocks": "1500", "gpuhook.dev/power-limit": "400",
+                                   "io.kubernetes.cri.container-type": "container",
                                    "io.kubernetes.cri.sandbox-name": "trainer-0",
                                    "io.kubernetes.cri.sandbox-namespace": "ml",
                                    "io.kubernetes.cri.container-name": "main"})
     assert rc == 0, err
     server, rc, err = node.start({"gpuhook.dev/gpus": "1", "gpuhook.dev/vendor": "amd",
-                                  "gpuhook.dev/perf-level": "high", "io.kubernetes.pod.name": "infer-0",
+                                  "gpuhook.dev/perf-level": "high", "io.kubernetes.cri-o.ContainerType": "container",
+                                  "io.kubernetes.pod.name": "infer-0",
                                   "io.kubernetes.pod.namespace": "serving",
                                   "io.kubernetes.container.name": "server"})  # CRI-O's annotations
     assert rc == 0, err

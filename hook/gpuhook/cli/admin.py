@@ -62,7 +62,7 @@ def _kubelet_dir(rest: list[str]) -> str | None:
 def _one_line(e: BaseException) -> str:
     """An error as one line: OSError's own text names the file, and the strerror says what went wrong."""
     if isinstance(e, OSError) and e.filename is not None and e.strerror:
-        return f"{e.filename}: {e.strerror}"
+        return one_line(f"{e.filename}: {e.strerror}")
     return one_line(e) or type(e).__name__
 
 
@@ -312,7 +312,7 @@ def _doctor(args: argparse.Namespace) -> int:
         return 2
     findings = run_checks(config)
     for f in findings:
-        print(f"{f.level:5} {f.what}" + (f"\n      fix: {f.fix}" if f.fix else ""))
+        print(f"{f.level:5} {one_line(f.what)}" + (f"\n      fix: {one_line(f.fix)}" if f.fix else ""))
     levels = {f.level for f in findings}
     return 2 if "fail" in levels else 1 if "warn" in levels else 0  # as monitoring checks report
 

@@ -10,7 +10,7 @@ import sys
 from gpuhook.apply import allocations, containers, state_dir
 from gpuhook.config import load
 from gpuhook.configfile import prune_cache
-from gpuhook.errors import LedgerError
+from gpuhook.errors import LedgerError, shown
 from gpuhook.host.processes import holder_alive
 from gpuhook.host.root import Root
 from gpuhook.tuning import ledger, session
@@ -62,7 +62,8 @@ def status(args: argparse.Namespace) -> int:
     if rows:
         print(f"{'GPU':44} {'SETTING':12} {'ORIGINAL':12} {'CURRENT':12} HOLDERS")
         for r in rows:
-            print(f"{r['gpu']:44} {r['setting']:12} {r['original']:12} {r['current']:12} {', '.join(r['holders'])}")
-    for gpu, holder in leases.items():
-        print(f"exclusive: {gpu} held by {holder}")
+            print(f"{shown(r['gpu']):44} {shown(r['setting']):12} {shown(r['original']):12} "
+                  f"{shown(r['current']):12} {shown(', '.join(r['holders']))}")
+    for gpu, holder in leases.items():  # a ledger given by --ledger may hold anything: every field escaped
+        print(f"exclusive: {shown(gpu)} held by {shown(holder)}")
     return 0

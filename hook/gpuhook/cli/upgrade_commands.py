@@ -10,7 +10,7 @@ import json
 import os
 import sys
 
-from gpuhook.errors import GpuhookError
+from gpuhook.errors import GpuhookError, shown
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -68,18 +68,36 @@ def drain(args: argparse.Namespace) -> int:
         print(f"dry run: would cordon {args.node} and evict {len(pods)} GPU pod(s)"
               + (f"; {len(blocked)} blocked now by their budgets" if blocked else "")
               + ": run again with --no-dry-run to do it")
-        return 1 if blocked else 0
-    done = upgrade.drain(api, args.node, pods, args.timeout, say=print)
+        unseen = _unseen(_host_view(config), {p.key for p in pods})
+        for c in unseen:
+            print(f"gpuhook upgrade drain: GPU container {shown(c['id'][:24])} ({shown(c['pod']) or 'no pod'}) runs "
+                  "here, and no GPU pod above holds it: the drain would not stop it", file=sys.stderr)
+        return 1 if blocked or unseen else 0
+    done = upgrade.drain(api, args.node, pods, args.timeout, say=lambda line: print(shown(line)))
     for pod, why in done.refused:
-        print(f"gpuhook upgrade drain: {pod} was not evicted within {args.timeout:g} s: {why}; the node stays "
-              "cordoned: scale its workload out to a spare node or relax the budget, then drain again", file=sys.stderr)
-    for pod in done.remaining:
-        print(f"gpuhook upgrade drain: {pod} was evicted but is still terminating after {args.timeout:g} s",
+        print(f"gpuhook upgrade drain: {shown(pod)} was not evicted within {args.timeout:g} s: {shown(why)}; the "
+              "node stays cordoned: scale its workload out to a spare node or relax the budget, then drain again",
               file=sys.stderr)
-    if done.complete:
-        print(f"drained {args.node}: {len(done.evicted)} GPU pod(s) evicted; the node stays cordoned until "
-              f"`kubectl uncordon {args.node}` after the upgrade")
-    return 0 if done.complete else 1
+    for pod in done.remaining:
+        print(f"gpuhook upgrade drain: {shown(pod)} was evicted but is still terminating after {args.timeout:g} s",
+              file=sys.stderr)
+    if not done.complete:
+        return 1
+    found = _host_view(config)  # the node's own word: what the API does not know still holds the GPUs
+    if found["containers"] or found["processes"]:
+        _print_host(found)
+        print(f"gpuhook upgrade drain: {len(done.evicted)} GPU pod(s) evicted, but the GPU containers or processes "
+              f"above still hold this node's GPUs: {args.node} is not drained; stop them (or find their pods) and "
+              "drain again", file=sys.stderr)
+        return 1
+    print(f"drained {args.node}: {len(done.evicted)} GPU pod(s) evicted; the node stays cordoned until "
+          f"`kubectl uncordon {args.node}` after the upgrade")
+    return 0
+
+
+def _unseen(found: dict[str, Any], pods: set[str]) -> list[dict[str, Any]]:
+    """The GPU containers recorded here whose pod (namespace/name) is none of `pods`."""
+    return [c for c in found["containers"] if "/".join(c["pod"].split("/")[:2]) not in pods or not c["pod"]]
 
 
 def _api(args: argparse.Namespace) -> ApiServer | None:
@@ -133,14 +151,14 @@ def _print_host(found: dict[str, Any]) -> None:
     if found["containers"]:
         print("GPU containers gpuhook set up here (each must stop before the driver reloads):")
         for c in found["containers"]:
-            print(f"  {c['id'][:24]:24}  {c['pod'] or '-':40}  {','.join(c['gpus']) or '-':30}  "
-                  f"{'; '.join(c['drivers'])}")
+            print(f"  {shown(c['id'][:24]):24}  {shown(c['pod']) or '-':40}  {shown(','.join(c['gpus'])) or '-':30}  "
+                  f"{shown('; '.join(c['drivers']))}")
     else:
         print("no GPU containers gpuhook set up here are running")
     if found["processes"]:
         print("processes holding GPU device nodes open:")
         for p in found["processes"]:
-            print(f"  {p['pid']:>8}  {p['command']:16}  {' '.join(p['nodes']):20}  {p['cgroup']}")
+            print(f"  {p['pid']:>8}  {shown(p['command']):16}  {' '.join(p['nodes']):20}  {shown(p['cgroup'])}")
     else:
         print("no process holds a GPU device node open")
 
@@ -151,7 +169,7 @@ def _print_pods(node: str, pods: list[GpuPod]) -> None:
         return
     print(f"pods on {node} holding GPUs (evicted by a drain, their budgets honoured):")
     for p in pods:
-        budget = ", ".join(p.budgets) or "-"
-        state = f"blocked now by {', '.join(p.blocked)} (no disruption allowed)" if p.blocked else "evictable"
-        owner = p.owner or "bare pod: nothing recreates it"
-        print(f"  {p.key:40}  {'; '.join(p.gpus):40}  budgets: {budget:20}  {state}  [{owner}]")
+        budget = shown(", ".join(p.budgets)) or "-"
+        state = f"blocked now by {shown(', '.join(p.blocked))} (no disruption allowed)" if p.blocked else "evictable"
+        owner = shown(p.owner) or "bare pod: nothing recreates it"
+        print(f"  {shown(p.key):40}  {shown('; '.join(p.gpus)):40}  budgets: {budget:20}  {state}  [{owner}]")

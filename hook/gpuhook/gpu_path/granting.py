@@ -31,7 +31,7 @@ def authorized(request: Request, annotations: Mapping[str, str], config: Config,
         import time
 
         from gpuhook.apply import allocations
-        from gpuhook.request.container import workload_key
+        from gpuhook.request.pod import workload_key
 
         alloc = allocations.claim(config.state_dir, request.allocation, workload_key(annotations, container_id),
                                   container_id, time.time())
@@ -45,7 +45,7 @@ def _verified_claim(state_dir: str, uid: str, requests: tuple[str, ...],
     device name taken to another namespace grants nothing). PolicyError otherwise."""
     from gpuhook.apply import claims
     from gpuhook.errors import PolicyError
-    from gpuhook.request.container import pod_identity
+    from gpuhook.request.pod import pod_identity
 
     claim = claims.load(state_dir, uid)
     if claim is None:

@@ -32,7 +32,7 @@ def prestart(state: dict[str, object], claimed: bool = False) -> None:
     mounts, writes state files, tunes GPUs."""
     from gpuhook.apply.spec import read_spec
     from gpuhook.gpu_path.inject import prepare, release_count_lock
-    from gpuhook.request.container import is_sandbox
+    from gpuhook.request.pod import is_sandbox
 
     bundle, pid = state.get("bundle"), state.get("pid")
     if not isinstance(bundle, str) or not bundle or not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
@@ -117,7 +117,7 @@ def _give(spec: Spec, bundle: str, config: Config, cid: str, pid: int, prepared:
                       gids, config.hook_timeout, config.state_dir, prepared.edits.mounts, spec)
     if swap is not None:  # cgroup v2: the runtime's device filter replaced by gpuhook's
         log.info("device filter", cgroup=swap.cgroup, old=list(swap.old), new=swap.new)
-    from gpuhook.request.container import pod_identity
+    from gpuhook.request.pod import pod_identity
 
     pod, namespace, name = pod_identity(spec.get("annotations") or {})
     record = containers.ContainerRecord(cid, prepared.drivers, "", pid, start_time(pid), prepared.gpus,

@@ -20,9 +20,10 @@ from gpuhook.host.facts import gather
 from gpuhook.host.root import Root
 from gpuhook.plan.prepare import Prepared, asks, decide, survey, vendors_to_discover
 from gpuhook.plan.tuning import check_policy
-from gpuhook.request.container import env_map, parse_request, pod_identity
+from gpuhook.request.container import env_map, parse_request
 from gpuhook.request.docker_flag import gpus_flag
 from gpuhook.request.dra_claim import claims_of
+from gpuhook.request.pod import pod_identity
 from gpuhook.vendors.discover import discover, identified
 from gpuhook.vendors.registry import all_vendors
 
@@ -174,7 +175,7 @@ def edit_bundle(data: bytes, bundle: str, container_id: str, table: dict[str, An
     atomically) or only present as device nodes (--device, another device plugin: recorded); a pod's pause
     container gets nothing. Warnings for the user. Reads the host, writes config.json and records."""
     from gpuhook.apply import spec
-    from gpuhook.request.container import is_sandbox
+    from gpuhook.request.pod import is_sandbox
 
     spec_path = os.path.join(bundle, "config.json")
     loaded = spec.load_spec(data, spec_path)

@@ -56,21 +56,24 @@ def gpu_pods(api: ApiServer, node: str, resources: Iterable[str], drivers: Itera
     """The running pods on `node` holding GPUs: asking any of `resources` or holding a claim allocated by any of
     `drivers`; each with the PDBs that select it. Reads the API."""
     pods = api.get("/api/v1/pods", {"fieldSelector": f"spec.nodeName={node}"}).get("items") or []
-    claims = _claims(api, frozenset(drivers))
+    claims, reserved = _claims(api, frozenset(drivers))
     budgets = api.get("/apis/policy/v1/poddisruptionbudgets").get("items") or []
     out = []
     for pod in pods:
         if (pod.get("status") or {}).get("phase") in DONE_PHASES:
             continue
-        held = holds(pod, frozenset(resources), claims)
+        held = holds(pod, frozenset(resources), claims, reserved)
         if held:
             out.append(_with_budgets(pod, held, budgets))
     return sorted(out, key=lambda p: p.key)
 
 
-def holds(pod: Mapping[str, Any], resources: frozenset[str], claims: Mapping[tuple[str, str], str]) -> tuple[str, ...]:
+def holds(pod: Mapping[str, Any], resources: frozenset[str], claims: Mapping[tuple[str, str], str],
+          reserved: Mapping[str, Sequence[str]] | None = None) -> tuple[str, ...]:
     """What GPUs a pod holds: its containers' limits of `resources` (init containers too), its claims allocated by
-    a GPU driver (`claims`: (namespace, claim) -> devices). Pure."""
+    a GPU driver (`claims`: (namespace, claim) -> devices), wherever the API records them: a template's claim in
+    status.resourceClaimStatuses, a shared claim by name in spec.resourceClaims (the status lists template claims
+    only), and any claim that names the pod in status.reservedFor (`reserved`: pod uid -> its claims). Pure."""
     spec = pod.get("spec") or {}
     meta = pod.get("metadata") or {}
     asked: dict[str, int] = {}
@@ -80,10 +83,14 @@ def holds(pod: Mapping[str, Any], resources: frozenset[str], claims: Mapping[tup
             if name in resources and str(value).isdigit() and int(value):
                 asked[name] = max(asked.get(name, 0), int(value))
     out = [f"{name}: {n}" for name, n in sorted(asked.items())]
-    for status in (pod.get("status") or {}).get("resourceClaimStatuses") or []:
-        devices = claims.get((meta.get("namespace", ""), status.get("resourceClaimName") or ""))
+    named = [*(s.get("resourceClaimName") for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
+               if isinstance(s, dict)),
+             *(c.get("resourceClaimName") for c in spec.get("resourceClaims") or [] if isinstance(c, dict)),
+             *((reserved or {}).get(str(meta.get("uid") or ""), ()))]
+    for name in dict.fromkeys(n for n in named if isinstance(n, str) and n):
+        devices = claims.get((meta.get("namespace", ""), name))
         if devices:
-            out.append(f"claim {status['resourceClaimName']} ({devices})")
+            out.append(f"claim {name} ({devices})")
     return tuple(out)
 
 
@@ -168,24 +175,31 @@ def _still_there(api: ApiServer, pod: GpuPod) -> bool:
     return same and (found.get("status") or {}).get("phase") not in DONE_PHASES
 
 
-def _claims(api: ApiServer, drivers: frozenset[str]) -> dict[tuple[str, str], str]:
-    """(namespace, claim) -> "driver: device, ..." of the claims allocated by one of `drivers`."""
+def _claims(api: ApiServer, drivers: frozenset[str]) -> tuple[dict[tuple[str, str], str], dict[str, list[str]]]:
+    """(namespace, claim) -> "driver: device, ..." of the claims allocated by one of `drivers`, and pod uid -> the
+    names of those claims reserved for it (status.reservedFor: the scheduler's and the kubelet's word on who uses
+    a claim, shared ones included)."""
     if not drivers:
-        return {}
+        return {}, {}
     try:
         items = api.get(f"{RESOURCE_API}/resourceclaims").get("items") or []
     except ApiError as e:
         if e.status == 404:  # no DRA on this cluster
-            return {}
+            return {}, {}
         raise
-    out = {}
+    out: dict[tuple[str, str], str] = {}
+    reserved: dict[str, list[str]] = {}
     for claim in items:
-        results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
+        status = claim.get("status") or {}
+        results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
         ours = [f"{r.get('driver')}: {r.get('device')}" for r in results if r.get("driver") in drivers]
         if ours:
             meta = claim.get("metadata") or {}
             out[(meta.get("namespace", ""), meta.get("name", ""))] = ", ".join(ours)
-    return out
+            for user in status.get("reservedFor") or []:
+                if isinstance(user, dict) and user.get("resource") == "pods" and user.get("uid"):
+                    reserved.setdefault(str(user["uid"]), []).append(str(meta.get("name", "")))
+    return out, reserved
 
 
 def _with_budgets(pod: Mapping[str, Any], held: tuple[str, ...], budgets: Sequence[Mapping[str, Any]]) -> GpuPod:

@@ -6,6 +6,7 @@ from gpuhook.errors import RequestError
 from gpuhook.frozen import frozen, replace
 from gpuhook.request.docker_flag import SOURCE as FLAG_SOURCE
 from gpuhook.request.ids import check_length, parse_item
+from gpuhook.request.pod import CRIO, engine
 from gpuhook.request.requirements import is_version
 from gpuhook.request.tuning import KEYS as TUNING_KEYS
 from gpuhook.request.tuning import Tuning, from_env, parse_tuning
@@ -24,8 +25,6 @@ ALLOCATION = "allocation"  # set by gpuhook's device plugin through the kubelet,
 _KNOWN = ("gpus", "vendor", "capabilities", "require", "host-rocm", *TUNING_KEYS, ALLOCATION)
 COUNT_PREFIX = "count:"
 MAX_COUNT = 64
-# What marks a pod's sandbox (pause) container: containerd's CRI plugin, CRI-O.
-SANDBOX_MARKS = (("io.kubernetes.cri.container-type", "sandbox"), ("io.kubernetes.cri-o.ContainerType", "sandbox"))
 
 
 @frozen
@@ -95,41 +94,6 @@ def pod_keys() -> tuple[str, ...]:
     return tuple(k for k in _KNOWN if k != ALLOCATION)
 
 
-def is_sandbox(annotations: Mapping[str, str]) -> bool:
-    """Whether the spec is a pod's sandbox (pause) container, which never gets GPUs, tuning or records."""
-    return any(annotations.get(key) == value for key, value in SANDBOX_MARKS)
-
-
-_POD_KEYS = ("io.kubernetes.cri.sandbox-uid", "io.kubernetes.pod.uid", "io.kubernetes.cri.sandbox-id",
-             "io.kubernetes.cri-o.SandboxID")
-_NAME_KEYS = ("io.kubernetes.cri.container-name", "io.kubernetes.container.name", "io.kubernetes.cri-o.ContainerName")
-
-
-def workload_key(annotations: Mapping[str, str], container_id: str) -> str:
-    """Who presents an allocation: "<pod>/<container name>" as the CRI engine names them (a restart of the
-    container keeps it), else the container id."""
-    pod, name = _first(annotations, _POD_KEYS), _first(annotations, _NAME_KEYS)
-    return f"{pod}/{name}" if pod and name else container_id
-
-
-def _first(annotations: Mapping[str, str], keys: tuple[str, ...]) -> str:
-    """The first of `keys` the engine set (a non-empty string), else ""."""
-    return next((v for k in keys if isinstance(v := annotations.get(k), str) and v), "")
-
-
-# (pod, namespace, container name): containerd's CRI plugin's annotation first, then CRI-O's
-_IDENTITY_KEYS = (("io.kubernetes.cri.sandbox-name", "io.kubernetes.pod.name"),
-                  ("io.kubernetes.cri.sandbox-namespace", "io.kubernetes.pod.namespace"),
-                  ("io.kubernetes.cri.container-name", "io.kubernetes.container.name"))
-_MAX_NAME = 253  # the longest name Kubernetes gives an object
-
-
-def pod_identity(annotations: Mapping[str, str]) -> tuple[str, str, str]:
-    """(pod, namespace, container name) as the CRI engine annotates them; empty strings outside Kubernetes."""
-    pod, namespace, container = (_first(annotations, keys)[:_MAX_NAME] for keys in _IDENTITY_KEYS)
-    return pod, namespace, container
-
-
 def parse_request(annotations: Mapping[str, str], env: Mapping[str, str], accept_env: bool = True,
                   flag: str | None = None, any_vendor: bool = True, *, vendors: Sequence[Terms],
                   env_tuning: bool | None = None) -> Request:
@@ -187,11 +151,11 @@ def _allocation(raw: str, annotations: Mapping[str, str]) -> str:
     (container_annotations); CRI-O merges the pod's annotations into the spec too, and names the container's
     own in a JSON of theirs, which must hold the same id."""
     value = _parse_allocation(raw)
-    if _CRIO_OWN in annotations:
+    if _CRIO_OWN in annotations or engine(annotations) == CRIO:
         from gpuhook.fastjson import loads
 
         try:
-            own = loads(annotations[_CRIO_OWN])
+            own = loads(str(annotations.get(_CRIO_OWN) or ""))
         except ValueError:
             own = None
         if not isinstance(own, dict) or own.get(PREFIX + ALLOCATION) != raw:

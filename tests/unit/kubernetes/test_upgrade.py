@@ -10,7 +10,7 @@ import pytest
 
 from gpuhook.host.holders import holders
 from gpuhook.kubernetes.apiserver import ApiError
-from gpuhook.kubernetes.upgrade import GpuPod, drain, holds, matches
+from gpuhook.kubernetes.upgrade import RESOURCE_API, GpuPod, drain, gpu_pods, holds, matches
 
 
 @pytest.mark.parametrize(("selector", "labels", "expected"), [
@@ -131,3 +131,52 @@ def test_processes_holding_device_nodes_are_found_by_number() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+# a shared ResourceClaim, made by hand and named by the pod (spec.resourceClaims[].resourceClaimName): the API
+# lists template claims only in status.resourceClaimStatuses, so this pod's is in its spec and the claim's reservedFor
+SHARED = {"metadata": {"namespace": "ml", "name": "shared-gpu"},
+          "status": {"allocation": {"devices": {"results": [{"driver": "gpu.gpuhook.dev", "device": "gpu-0"}]}},
+                     "reservedFor": [{"resource": "pods", "name": "trainer", "uid": "uid-trainer"}]}}
+
+
+def _claimant(spec_claims: list[dict[str, Any]], uid: str = "uid-trainer") -> dict[str, Any]:
+    return {"metadata": {"namespace": "ml", "name": "trainer", "uid": uid},
+            "spec": {"containers": [{"resources": {"claims": [{"name": "gpu"}]}}], "resourceClaims": spec_claims},
+            "status": {"phase": "Running"}}
+
+
+class ClusterApi:
+    """The reads gpu_pods makes: the node's pods, the ResourceClaims, the budgets."""
+
+    def __init__(self, pods: list[dict[str, Any]], claims: list[dict[str, Any]]) -> None:
+        self.pods, self.claims = pods, claims
+
+    def get(self, path: str, query: dict[str, str] | None = None) -> dict[str, Any]:
+        items = {"/api/v1/pods": self.pods, f"{RESOURCE_API}/resourceclaims": self.claims}.get(path, [])
+        return {"items": items}
+
+
+CLAIMANTS = [
+    ("named in the spec", _claimant([{"name": "gpu", "resourceClaimName": "shared-gpu"}])),
+    ("reserved for it only", _claimant([], uid="uid-trainer")),
+]
+
+
+@pytest.mark.parametrize("pod", [c[1] for c in CLAIMANTS], ids=[c[0] for c in CLAIMANTS])
+def test_a_pod_holding_a_shared_named_claim_is_found(pod: dict[str, Any]) -> None:
+    """#43 item 5: a pod naming a shared claim has no resourceClaimStatuses; the plan and the drain still see it."""
+    found = gpu_pods(ClusterApi([pod], [SHARED]), "n1", (), ("gpu.gpuhook.dev",))  # type: ignore[arg-type]
+    assert [(p.key, p.gpus) for p in found] == [("ml/trainer", ("claim shared-gpu (gpu.gpuhook.dev: gpu-0)",))]
+
+
+def test_a_claim_named_in_two_places_is_counted_once_and_others_claims_are_not_mine() -> None:
+    pod = _claimant([{"name": "gpu", "resourceClaimName": "shared-gpu"}])
+    pod["status"]["resourceClaimStatuses"] = [{"name": "gpu", "resourceClaimName": "shared-gpu"}]
+    claims = {("ml", "shared-gpu"): "gpu.gpuhook.dev: gpu-0"}
+    assert holds(pod, frozenset(), claims, {"uid-trainer": ["shared-gpu"]}) == (
+        "claim shared-gpu (gpu.gpuhook.dev: gpu-0)",)
+    other = {**pod, "metadata": {**pod["metadata"], "namespace": "team-b"}}  # a claim is its namespace's
+    assert holds(other, frozenset(), claims, {}) == ()
+    stranger = _claimant([], uid="uid-other")
+    assert gpu_pods(ClusterApi([stranger], [SHARED]), "n1", (), ("gpu.gpuhook.dev",)) == []  # type: ignore[arg-type]

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from gpuhook.errors import RequestError
-from gpuhook.request.container import Request, Selection, env_map, pod_identity
+from gpuhook.request.container import Request, Selection, env_map
 from tests.unit.parsing import parse_request
 
 A = "gpuhook.dev/"
@@ -96,22 +96,3 @@ def test_errors_name_key_and_value(annotations: dict[str, str], env: dict[str, s
 
 def test_env_map_last_wins_and_skips_bare() -> None:
     assert env_map(["A=1", "B", "A=2=3"]) == {"A": "2=3"}
-
-
-IDENTITY = [
-    ("containerd", {"io.kubernetes.cri.sandbox-name": "web-0", "io.kubernetes.cri.sandbox-namespace": "shop",
-                    "io.kubernetes.cri.container-name": "server", "io.kubernetes.cri.container-type": "container"},
-     ("web-0", "shop", "server")),
-    ("cri-o", {"io.kubernetes.pod.name": "web-0", "io.kubernetes.pod.namespace": "shop",
-               "io.kubernetes.container.name": "server", "io.kubernetes.cri-o.ContainerName": "k8s_server_web-0"},
-     ("web-0", "shop", "server")),
-    ("containerd's first", {"io.kubernetes.cri.sandbox-name": "a", "io.kubernetes.pod.name": "b"}, ("a", "", "")),
-    ("empty falls through", {"io.kubernetes.cri.sandbox-name": "", "io.kubernetes.pod.name": "b"}, ("b", "", "")),
-    ("outside kubernetes", {"gpuhook.dev/gpus": "0"}, ("", "", "")),
-    ("bounded", {"io.kubernetes.pod.name": "p" * 1000}, ("p" * 253, "", "")),
-]
-
-
-@pytest.mark.parametrize(("annotations", "identity"), [i[1:] for i in IDENTITY], ids=[i[0] for i in IDENTITY])
-def test_pod_identity(annotations: dict[str, str], identity: tuple[str, str, str]) -> None:
-    assert pod_identity(annotations) == identity

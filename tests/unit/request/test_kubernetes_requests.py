@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpuhook.errors import RequestError
-from gpuhook.request.container import Selection, is_sandbox, pod_keys, workload_key
+from gpuhook.request.container import Selection, pod_keys
 from gpuhook.request.tuning import KEYS as TUNING_KEYS
 from tests.unit.parsing import parse_request
 
@@ -100,46 +100,6 @@ def test_count_not_in_env(key: str) -> None:
 
 def test_plain_selection_has_no_count() -> None:
     assert parse_request({A + "gpus": "all"}, {}).selections[0].count == 0
-
-
-SANDBOXES = [
-    ("containerd sandbox", {"io.kubernetes.cri.container-type": "sandbox"}, True),
-    ("containerd container", {"io.kubernetes.cri.container-type": "container"}, False),
-    ("cri-o sandbox", {"io.kubernetes.cri-o.ContainerType": "sandbox"}, True),
-    ("cri-o container", {"io.kubernetes.cri-o.ContainerType": "container"}, False),
-    ("cri-o key, containerd spelling", {"io.kubernetes.cri-o.container-type": "sandbox"}, False),
-    ("value case matters", {"io.kubernetes.cri.container-type": "Sandbox"}, False),
-    ("no marks", {"io.kubernetes.cri.sandbox-id": "abc"}, False),
-    ("nothing", {}, False),
-]
-
-
-@pytest.mark.parametrize(("annotations", "sandbox"), [s[1:] for s in SANDBOXES], ids=[s[0] for s in SANDBOXES])
-def test_is_sandbox(annotations: dict[str, str], sandbox: bool) -> None:
-    assert is_sandbox(annotations) is sandbox
-
-
-WORKLOADS = [
-    ("containerd", {"io.kubernetes.cri.sandbox-uid": "uid-1", "io.kubernetes.cri.container-name": "main",
-                    "io.kubernetes.cri.sandbox-id": "sb-1"}, "uid-1/main"),
-    ("pod uid", {"io.kubernetes.pod.uid": "uid-2", "io.kubernetes.container.name": "side"}, "uid-2/side"),
-    ("cri-o", {"io.kubernetes.cri-o.SandboxID": "sb-3", "io.kubernetes.cri-o.ContainerName": "k8s_main"},
-     "sb-3/k8s_main"),
-    ("sandbox id when no uid", {"io.kubernetes.cri.sandbox-id": "sb-4", "io.kubernetes.cri.container-name": "main"},
-     "sb-4/main"),
-    ("uid wins over sandbox id", {"io.kubernetes.cri-o.SandboxID": "sb-5", "io.kubernetes.pod.uid": "uid-5",
-                                  "io.kubernetes.container.name": "main"}, "uid-5/main"),
-    ("empty uid skipped", {"io.kubernetes.cri.sandbox-uid": "", "io.kubernetes.pod.uid": "uid-6",
-                           "io.kubernetes.cri.container-name": "", "io.kubernetes.container.name": "c"}, "uid-6/c"),
-    ("pod without name", {"io.kubernetes.pod.uid": "uid-7"}, "cid"),
-    ("name without pod", {"io.kubernetes.container.name": "main"}, "cid"),
-    ("nothing", {}, "cid"),
-]
-
-
-@pytest.mark.parametrize(("annotations", "key"), [w[1:] for w in WORKLOADS], ids=[w[0] for w in WORKLOADS])
-def test_workload_key(annotations: dict[str, str], key: str) -> None:
-    assert workload_key(annotations, "cid") == key
 
 
 def test_pod_keys_are_all_but_the_allocation() -> None:
