@@ -71,19 +71,28 @@ def loads(data: bytes | str, max_depth: int = MAX_DEPTH) -> Any:
 
 
 def loads_pruned(data: bytes | str, max_depth: int = MAX_DEPTH) -> Any:
-    """Parse one JSON document as `loads` does, but with every array or object deeper than `max_depth` replaced
-    by the string PRUNED instead of refused; ValueError when it is no JSON."""
+    """Parse one JSON document as `loads` does, but with every array or object deeper than `max_depth`, and every
+    integer too long for Python to read (sys.get_int_max_str_digits: 4,300 digits), replaced by the string PRUNED
+    instead of refused; ValueError when it is no JSON."""
     try:
         return loads(data, max_depth)
     except TooDeep:
         pass
+    except ValueError as e:
+        if "integer string conversion" not in str(e):  # Python's own limit on an integer's digits
+            raise
     import re
 
     text = data.decode("utf-8") if isinstance(data, bytes) else data
     kept, depth, last, cut = [], 0, 0, -1
-    for m in re.finditer(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', text):  # strings whole: brackets in them are text
+    # strings whole (brackets and digits in them are text), brackets, and integers of 1,000 digits or more
+    for m in re.finditer(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]|(?<![\d.eE+-])-?\d{1000,}(?![\d.eE])', text):
         token = m.group()
-        if token in "[{":
+        if token[-1].isdigit():
+            if depth <= max_depth and cut < 0:
+                kept += [text[last:m.start()], '"', PRUNED, '"']
+                last = m.end()
+        elif token in "[{":
             depth += 1
             if depth == max_depth + 1:
                 cut = m.start()

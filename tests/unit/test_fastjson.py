@@ -115,6 +115,22 @@ def test_pruned_keeps_the_shallow_parts_and_cuts_each_deep_subtree_to_a_marker()
     fastjson.check_depth(got, 6)
 
 
+def test_pruned_reads_past_an_integer_python_refuses_to_read() -> None:
+    """A pod author's 5,000-digit number in a claim's parameters (Python reads at most 4,300 digits into an int):
+    the API server's answer is read with that number cut to the marker, not refused for the whole cluster."""
+    huge = "9" * 5000
+    text = ('{"items":[{"name":"a","parameters":{"n":' + huge + ',"s":"' + huge + '","f":1.' + huge + '}},'
+            '{"name":"b","n":-' + huge + '}],"kind":"List"}')
+    with pytest.raises(ValueError, match="integer string conversion"):
+        fastjson.loads(text)
+    got = fastjson.loads_pruned(text)
+    assert got["kind"] == "List" and got["items"][0]["parameters"]["n"] == fastjson.PRUNED
+    assert got["items"][0]["parameters"]["s"] == huge  # a string of digits is text, kept
+    assert got["items"][0]["parameters"]["f"] > 1  # a float of any length is read
+    assert got["items"][1] == {"name": "b", "n": fastjson.PRUNED}
+    assert fastjson.loads_pruned('{"n": 12}') == {"n": 12}
+
+
 @pytest.mark.parametrize(("value", "ok"), [([[[]]], True), ([[[[]]]], False), ({"a": {"b": {"c": 1}}}, True),
                                            ({"a": ({"b": []},)}, False), ("[[[[[", True)],
                          ids=["3-lists", "4-lists", "3-dicts", "tuple-counts", "text-is-no-nesting"])
