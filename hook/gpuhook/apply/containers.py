@@ -85,6 +85,27 @@ def alive(rec: ContainerRecord, node_root: str = "/") -> bool:
     return os.path.exists(os.path.join(node_root, rec.runtime_root.lstrip("/"), rec.id, "state.json"))
 
 
+def running(rec: ContainerRecord, node_root: str = "/") -> bool:
+    """Whether the container's processes still run, which is what holds its GPUs (alive's container, less one that
+    exited and waits for its engine to remove it): its init process, as the record or runc's state.json names it
+    with its start time. A runtime state gpuhook cannot read is taken as running. Reads /proc and the state."""
+    from gpuhook.host.processes import start_time
+
+    if rec.pid or (rec.creator and start_time(rec.creator) == rec.creator_start != ""):
+        return alive(rec, node_root)
+    path = os.path.join(node_root, rec.runtime_root.lstrip("/"), rec.id, "state.json")
+    try:
+        state = fastjson.loads(read_bounded(path, 1 << 20))
+        pid, start = state["init_process_pid"], state["init_process_start"]
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError, KeyError, TypeError):
+        return alive(rec, node_root)  # another runtime's state (crun's): as alive says
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return alive(rec, node_root)
+    return start_time(pid) == str(start) != ""
+
+
 def remove(state_dir: str, rec: ContainerRecord) -> None:
     """Remove a container's record (it withdrew before its container was made). Deletes a file."""
     unlink(os.path.join(ensure(state_dir), "containers", rec.file_name()))

@@ -83,7 +83,8 @@ def drain(args: argparse.Namespace) -> int:
               file=sys.stderr)
     if not done.complete:
         return 1
-    found = _host_view(config)  # the node's own word: what the API does not know still holds the GPUs
+    found = _host_view(config, only_running=True)  # the node's own word: what the API does not know still holds
+    # the GPUs (a container that exited and waits for its engine to remove it holds nothing)
     if found["containers"] or found["processes"]:
         _print_host(found)
         print(f"gpuhook upgrade drain: {len(done.evicted)} GPU pod(s) evicted, but the GPU containers or processes "
@@ -129,8 +130,10 @@ def users(config: Config, numbers: frozenset[tuple[int, int]]) -> tuple[list[Con
     return records, holders(numbers)
 
 
-def _host_view(config: Config) -> dict[str, Any]:
-    """The GPU containers gpuhook recorded here and the processes holding GPU device nodes open. Reads the host."""
+def _host_view(config: Config, only_running: bool = False) -> dict[str, Any]:
+    """The GPU containers gpuhook recorded here (`only_running`: those whose processes still run) and the processes
+    holding GPU device nodes open. Reads the host."""
+    from gpuhook.apply.containers import running
     from gpuhook.host.root import Root
     from gpuhook.vendors.discover import discover
 
@@ -138,6 +141,8 @@ def _host_view(config: Config) -> dict[str, Any]:
     records, held = users(config, frozenset(
         (n.major, n.minor) for inv in inventory.vendors
         for n in (*inv.shared_nodes, *(m for g in (*inv.gpus, *inv.slices) for m in g.nodes))))
+    if only_running:
+        records = [r for r in records if running(r)]
     return {"containers": [{"id": r.id, "pod": f"{r.namespace}/{r.pod}/{r.container}" if r.pod else "",
                             "gpus": list(r.gpus), "drivers": [f"{v} {d}" for v, d in r.drivers]} for r in records],
             "processes": [{"pid": h.pid, "command": h.command, "nodes": [f"{a}:{b}" for a, b in h.nodes],

@@ -133,3 +133,28 @@ def test_the_shims_plan_round_trips_and_only_a_creation_in_progress_is_followed(
     gone = containers.ContainerRecord("db", (), str(tmp_path / "runc"), creator=me, creator_start="1", planned=True)
     containers.save(str(tmp_path), gone)  # its creator is not this process: not a creation in progress
     assert containers.planned(str(tmp_path), "db") is None
+
+
+def test_running_is_a_container_whose_init_still_runs_not_one_waiting_to_be_removed(tmp_path: Path) -> None:
+    """What holds a GPU for `upgrade drain`: a container whose init (runc's state.json names it with its start
+    time) still runs; one that exited and waits for its engine to remove it (state.json still there, its init gone
+    or another process in its pid) does not; a state gpuhook cannot read is taken as running."""
+    import json
+
+    runtime = tmp_path / "runc"
+    me = os.getpid()
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    cases = {"runs": {"init_process_pid": me, "init_process_start": int(start_time(me))},
+             "exited": {"init_process_pid": ended.pid, "init_process_start": 12345},
+             "pid reused": {"init_process_pid": me, "init_process_start": int(start_time(me)) + 1},
+             "unreadable": None}
+    for cid, state in cases.items():
+        (runtime / cid).mkdir(parents=True)
+        (runtime / cid / "state.json").write_text(json.dumps(state) if state else "not json")
+
+    def running(cid: str) -> bool:
+        return containers.running(containers.ContainerRecord(cid, (), str(runtime)))
+
+    assert [running(c) for c in (*cases, "removed")] == [True, False, False, True, False]
+    assert all(containers.alive(containers.ContainerRecord(c, (), str(runtime))) for c in cases)  # all still exist

@@ -46,7 +46,7 @@ def node(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     monkeypatch.setattr(upgrade_commands, "_api", lambda args: object())
     monkeypatch.setattr(upgrade, "gpu_pods", lambda *a: world["pods"])
     monkeypatch.setattr(upgrade, "drain", lambda *a, **k: world["drained"])
-    monkeypatch.setattr(upgrade_commands, "_host_view", lambda config: world["after"])
+    monkeypatch.setattr(upgrade_commands, "_host_view", lambda config, only_running=False: world["after"])
     return world
 
 

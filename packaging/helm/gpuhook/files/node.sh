@@ -147,7 +147,7 @@ case "${1:-}" in
     install
     trap - EXIT ;;
   hold)
-    trap 'set +e; uninstall; exit 0' TERM INT
+    trap 'set +e; trap "" TERM INT; uninstall; exit 0' TERM INT  # once: a second TERM must not undo twice
     say "holding gpuhook's install on this node ($dir): undone when this pod ends"
     while :; do sleep 86400 & wait $! || true; done ;;
   uninstall) uninstall ;;
