@@ -63,6 +63,20 @@ def test_imports_go_down_the_rooms_only() -> None:
     assert against == [], "\n".join(against)
 
 
+def _vendor_package(module: str) -> str | None:
+    """The vendor package a module sits in (gpuhook.vendors.<name>), None for any other module."""
+    parts = module.split(".")
+    return ".".join(parts[:3]) if len(parts) > 3 and parts[1] == "vendors" else None
+
+
+def test_only_the_registry_imports_a_vendors_modules() -> None:
+    """A vendor is reached through vendors/registry.py alone (its parts by name): no other room imports a module of
+    vendors/<name>/; a vendor's own modules may import each other's (Hygon's build on AMD's)."""
+    against = sorted(f"{m} imports {d}" for m, deps in GRAPH.items() for d in deps
+                     if _vendor_package(d) and not _vendor_package(m) and m != "gpuhook.vendors.registry")
+    assert against == [], "\n".join(against)
+
+
 def _cycles() -> list[list[str]]:
     """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
     index: dict[str, int] = {}

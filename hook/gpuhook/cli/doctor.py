@@ -12,7 +12,7 @@ from gpuhook.errors import GpuhookError
 from gpuhook.host.inventory import Inventory, VendorInventory
 from gpuhook.host.root import Root
 from gpuhook.vendors.discover import discover
-from gpuhook.vendors.registry import get
+from gpuhook.vendors.registry import doctor
 
 
 def run_checks(config: Config) -> list[Finding]:
@@ -27,7 +27,7 @@ def run_checks(config: Config) -> list[Finding]:
         version = inv.driver_version or "(in-kernel)"
         out.append(Finding("ok", f"{inv.vendor} driver {version} with {len(inv.gpus)} GPUs"))
         out += _nodes(inv)
-        out += [Finding(*check) for check in get(inv.vendor).checks(inv)]
+        out += [Finding(*check) for check in doctor(inv.vendor).checks(inv)]
     if not loaded:
         out.append(Finding("warn", f"no GPU driver found under host root {config.host_root}",
                            "load the nvidia or amdgpu kernel module"))

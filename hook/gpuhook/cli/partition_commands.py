@@ -40,7 +40,7 @@ def apply(args: argparse.Namespace) -> int:
     from gpuhook.apply.state_dir import hold_lock, release_lock
     from gpuhook.config import load
     from gpuhook.host.root import Root
-    from gpuhook.vendors.registry import get
+    from gpuhook.vendors.registry import get, tuning
 
     config = load()
     wanted = _read(args.file)
@@ -55,7 +55,7 @@ def apply(args: argparse.Namespace) -> int:
         plan = planned(root, args.file, wanted, config)  # every table checked before any GPU changes
         changed = []
         for vendor, gpu, layout, _ in plan:
-            what = get(vendor).repartition(root, gpu, layout)
+            what = tuning(vendor).repartition(root, gpu, layout)
             print(f"{get(vendor).LABEL} GPU {gpu.pci}: " + (what or f"already {_shown(layout)}"))
             if what:
                 changed.append(vendor)
@@ -72,7 +72,7 @@ def planned(root: Root, name: str, wanted: dict[str, Any],
     (repartition's dry run: keys, value types and bounds, what the GPU offers) and no GPU in use: the one check
     both apply and --dry-run make. GpuhookError for the first table or GPU refused. Reads the host."""
     from gpuhook.vendors.discover import discover
-    from gpuhook.vendors.registry import get, names
+    from gpuhook.vendors.registry import get, names, tuning
 
     unknown = sorted(set(wanted) - set(names()))
     if unknown:
@@ -91,7 +91,7 @@ def planned(root: Root, name: str, wanted: dict[str, Any],
     twice = [gpu.pci for i, (_, gpu, _) in enumerate(plan) if any(g.pci == gpu.pci for _, g, _ in plan[:i])]
     if twice:
         raise GpuhookError(f"{name}: GPU {twice[0]} is named by two tables: give each GPU one layout")
-    checked = [(vendor, gpu, layout, get(vendor).repartition(root, gpu, layout, dry_run=True))
+    checked = [(vendor, gpu, layout, tuning(vendor).repartition(root, gpu, layout, dry_run=True))
                for vendor, gpu, layout in plan]
     _refuse_if_used(config, inventory, [(vendor, gpu) for vendor, gpu, _ in plan])
     return checked

@@ -25,11 +25,13 @@ if TYPE_CHECKING:
     from gpuhook.host.root import Root
 
     class ProcfsSource(Protocol):
-        """What of a vendor gather asks for its procfs copies and its user space in the image (the vendors'
-        protocol has them)."""
+        """What of a vendor gather asks for its procfs copies (the vendors' protocol has it)."""
 
         def procfs_files(self, root: Root, gpus: Sequence[Gpu],
                          policy: Policy) -> tuple[str, dict[str, str]] | None: ...
+
+    class StackSource(Protocol):
+        """What of a vendor gather asks for its user space in the image (the vendors' stack part has it)."""
 
         def image_stack(self, image: InRoot, notes: list[str]) -> str | None: ...
 
@@ -43,7 +45,8 @@ class Needs:
     nvml: tuple[str, ...] = ()  # GPU UUIDs whose compute capability and brand a requirement names
     rocm_trees: bool = False  # the host's ROCm trees (gpuhook.dev/host-rocm)
     procfs: tuple[tuple[str, tuple[Gpu, ...]], ...] = ()  # (vendor, its selected GPUs) for procfs copies
-    stacks: tuple[str, ...] = ()  # vendors whose user space (their STACK: Hygon's DTK) the image's is checked
+    stacks: tuple[tuple[str, StackSource], ...] = ()  # (vendor, its stack part) whose user space (Hygon's DTK) the
+    # image's is checked against
 
 
 @frozen
@@ -91,8 +94,8 @@ def gather(needs: Needs, root: Root, inventory: Sequence[VendorInventory], root_
         with image.InRoot(root_path, use_openat2=False) as tree:
             image_rocm = image.rocm_version(tree, notes)
             compat_dir, compat_versions = image.compat_libcuda(tree)
-            for vendor in needs.stacks:
-                release = (procfs_sources or {})[vendor].image_stack(tree, notes)
+            for vendor, source in needs.stacks:
+                release = source.image_stack(tree, notes)
                 if release:
                     stacks.append((vendor, release))
         image_read, image_notes = True, tuple(notes)

@@ -27,6 +27,7 @@ from gpuhook.kubernetes.devices import advertise, resources
 from gpuhook.kubernetes.plugin import ResourcePlugin
 from gpuhook.vendors.discover import discover, identified
 from gpuhook.vendors.registry import get
+from gpuhook.vendors.registry import kubernetes as kube_part
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -152,9 +153,8 @@ def run(config: Config, kubelet_dir: str) -> int:
 
 def _resources(inv: VendorInventory, config: Config) -> dict[str, tuple[Gpu, ...]]:
     """The resources to serve for one vendor's inventory, each with what it advertises."""
-    vendor = get(inv.vendor)
     return resources(inv, config.kubernetes.resource(inv.vendor), config.kubernetes.mig_strategy,
-                     vendor.SLICE_RESOURCE)
+                     kube_part(inv.vendor).SLICE_RESOURCE)
 
 
 def _inventory(root: Root, strategy: str, named: dict[tuple[str, ...], Inventory]) -> Inventory:

@@ -40,12 +40,12 @@ MAX_DEVICES = 128  # devices in one ResourceSlice
 def describe(inventory: Inventory, root: Root) -> tuple[list[DraDevice], dict[str, str]]:
     """Every healthy device of every vendor, and those left out: {name: why}. Loads the vendors' libraries; reads
     the host."""
-    from gpuhook.vendors.registry import get
+    from gpuhook.vendors.registry import kubernetes as kube_part
 
     devices: list[DraDevice] = []
     left: dict[str, str] = {}
     for inv in inventory.vendors:
-        for d in get(inv.vendor).dra_devices(inv, root):
+        for d in kube_part(inv.vendor).dra_devices(inv, root):
             why = problem(d.gpu)
             if why:
                 left[d.name] = why
@@ -66,8 +66,8 @@ def device_json(d: DraDevice, numa: int, pcie_root: str, shares: int = 1) -> tup
     if numa >= 0:
         standard.append((f"{STANDARD}/numaNode", numa))
     mirrored: list[tuple[str, str | int | bool]] = [(f"{d.domain}/{k}", v) for k, v in d.attributes if d.domain]
-    if d.gpu.vendor == "amd" and numa >= 0:
-        mirrored.append((f"{d.domain}/numaNode", numa))  # AMD's driver publishes it bare, under its domain
+    if d.numa_in_domain and numa >= 0:
+        mirrored.append((f"{d.domain}/numaNode", numa))  # the vendor's driver publishes it under its domain
     capacity = list(d.capacity) + ([("shares", shares)] if shares > 1 else [])
     room = MAX_FIELDS - len(capacity) - len(own) - len(standard)
     dropped = len(mirrored) > room

@@ -161,10 +161,11 @@ class Preparer:
     def _shared(self, keys: dict[str, str], d: DraDevice, admin: bool) -> dict[str, str]:
         """A request's tuning keys, made an MPS client's where the node shares its vendor's GPUs through MPS
         ([kubernetes] sharing = "mps", replicas > 1): the node's share of the threads unless it asks less."""
-        from gpuhook.vendors.registry import get
+        from gpuhook.vendors.registry import kubernetes as kube_part
 
         k8s = self._config.kubernetes
-        if admin or k8s.replicas < 2 or k8s.sharing != "mps" or "mps" not in get(d.gpu.vendor).SHARING or d.gpu.parent:
+        if admin or k8s.replicas < 2 or k8s.sharing != "mps" or "mps" not in kube_part(d.gpu.vendor).SHARING \
+                or d.gpu.parent:
             return keys
         share = 100 // k8s.replicas
         asked = keys.get("mps-threads", "")
@@ -185,7 +186,7 @@ class Preparer:
         from gpuhook.plan.shared_gpu import check
         from gpuhook.plan.tuning import check_policy, settings_for
         from gpuhook.request.tuning import GPU_CONFIG_FIELDS, parse_tuning
-        from gpuhook.vendors.registry import get
+        from gpuhook.vendors.registry import tuning as tuning_part
 
         where = f"claim {namespace}/{name}, request {claimed.request}"
         if claimed.admin:
@@ -200,7 +201,7 @@ class Preparer:
             check_policy(tuning, self._config.tuning)
             if inv is not None:
                 settings_for(tuning, [(inv, [d.gpu])], self._config.tuning.shared_slices)
-                get(inv.vendor).sharing(tuning, [d.gpu], self._config.tuning.mps_dir)
+                tuning_part(inv.vendor).sharing(tuning, [d.gpu], self._config.tuning.mps_dir)
         except GpuhookError as e:
             raise KubernetesError(f"{where}: {e}") from e
 

@@ -19,6 +19,7 @@ from gpuhook.kubernetes.api import deviceplugin_pb2 as pb
 from gpuhook.kubernetes.devices import gpus_of, preferred
 from gpuhook.plan.authority import Allocation
 from gpuhook.request.container import ALLOCATION, PREFIX
+from gpuhook.vendors.registry import kubernetes as kube_part
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -116,7 +117,8 @@ class ResourcePlugin(deviceplugin_pb2_grpc.DevicePluginServicer):
         k8s = self._config.kubernetes
         now = time.time()
         secret = os.urandom(16).hex()  # the kernel's CSPRNG, as secrets uses (which would load random and hashlib)
-        mps = 100 // k8s.replicas if k8s.replicas > 1 and k8s.sharing == "mps" and "mps" in self.vendor.SHARING else 0
+        mps_shared = k8s.replicas > 1 and k8s.sharing == "mps" and "mps" in kube_part(self.vendor.NAME).SHARING
+        mps = 100 // k8s.replicas if mps_shared else 0
         alloc = Allocation(secret, self.resource, self.vendor.NAME, gpus, ids,
                            k8s.replicas > 1, now, now + k8s.allocation_ttl, mps_threads=mps)
         state_dir = self._config.state_dir

@@ -8,7 +8,7 @@ import contextlib
 
 from gpuhook.errors import GpuhookError
 from gpuhook.vendors.contract import Reading
-from gpuhook.vendors.registry import get
+from gpuhook.vendors.registry import telemetry
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ class Sessions:
                 held = None
             if held is None:
                 try:
-                    held = (generation, get(inv.vendor).telemetry(self._root, inv))
+                    held = (generation, telemetry(inv.vendor).telemetry(self._root, inv))
                 except GpuhookError as e:
                     out.update({g.key(): Reading(error=str(e)) for g in inv.gpus})
                     continue

@@ -17,7 +17,7 @@ from gpuhook.frozen import frozen, replace
 from gpuhook.plan.shared_gpu import MPS, TIME_SLICED, WHOLE, Grant, check
 from gpuhook.request.container import ALLOCATION, PREFIX, Request, Selection
 from gpuhook.request.tuning import GPU_CONFIG_FIELDS, env_key, parse_tuning
-from gpuhook.vendors.registry import get
+from gpuhook.vendors.registry import kubernetes as kube_part
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -166,7 +166,7 @@ def claimed_grant(claim: str, d: ClaimedDevice, config: Config) -> Grant:
     k8s = config.kubernetes
     if not d.share and k8s.replicas < 2:
         return Grant(WHOLE)
-    mps = k8s.sharing == "mps" and "mps" in get(d.vendor).SHARING
+    mps = k8s.sharing == "mps" and "mps" in kube_part(d.vendor).SHARING
     return Grant(MPS if mps else TIME_SLICED,
                  f"claim {claim} holds {'an MPS' if mps else 'a time-sliced'} share of {d.gpu} (device {d.device}), "
                  "which other claims may share",

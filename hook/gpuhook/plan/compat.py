@@ -17,7 +17,7 @@ from gpuhook.frozen import frozen
 from gpuhook.host import rocm
 from gpuhook.request import requirements as require
 from gpuhook.request.requirements import Condition, Facts, Requirement, in_window, version_tuple
-from gpuhook.vendors.registry import get
+from gpuhook.vendors.registry import get, stack
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -163,18 +163,18 @@ def _check_rocm(inv: VendorInventory, facts: HostFacts, policy: str, warnings: l
 def _check_stack(inv: VendorInventory, release: str, policy: str, warnings: list[str]) -> None:
     """The image's release of a vendor's user space (its STACK: Hygon's DTK) against the window of the host's
     driver the vendor gives: a warning, or under [policy] rocm_compatibility = "strict" a refusal, outside it."""
-    vendor = get(inv.vendor)
-    stack, driver = vendor.STACK, f"{vendor.LABEL} driver {inv.driver_version}"
-    span = vendor.stack_window(inv)
+    vendor, part = get(inv.vendor), stack(inv.vendor)
+    name, driver = part.STACK, f"{vendor.LABEL} driver {inv.driver_version}"
+    span = part.stack_window(inv)
     if span is None:
-        warnings.append(f"the image ships {stack} {release}, but gpuhook does not know which {stack} releases the "
+        warnings.append(f"the image ships {name} {release}, but gpuhook does not know which {name} releases the "
                         f"host's {vendor.LABEL} driver {inv.driver_version or '(no version)'} runs: not checked")
         return
     if in_window(release, span):
         return
     lo, hi = span
-    msg = (f"the image ships {stack} {release} but the host's {driver} runs {stack} {lo} to {hi}: use an image "
-           f"with {stack} {lo}-{hi} or a host driver that runs {release}")
+    msg = (f"the image ships {name} {release} but the host's {driver} runs {name} {lo} to {hi}: use an image "
+           f"with {name} {lo}-{hi} or a host driver that runs {release}")
     if policy == "strict":
         raise PolicyError(msg + ' (refused by [policy] rocm_compatibility = "strict")')
     warnings.append(msg)

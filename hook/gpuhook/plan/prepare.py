@@ -16,7 +16,8 @@ from gpuhook.plan.shared_gpu import check, own_mps
 from gpuhook.plan.tuning import check_conflicts, check_leases, check_policy, gpus_in_spec, settings_for
 from gpuhook.request.container import HostRocm, Request, env_map
 from gpuhook.vendors.contract import Setting
-from gpuhook.vendors.registry import get
+from gpuhook.vendors.registry import get, stack
+from gpuhook.vendors.registry import tuning as tuning_part
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -85,7 +86,8 @@ def survey(request: Request, inventory: Inventory, spec: Spec, config: Config) -
 
         cuda, nvml = compat.needs(selected, env, annotations)
     return Needs(checks, cuda, nvml, checks and _host_rocm_wanted(request, config, by_vendor) is not None,
-                 tuple((inv.vendor, gpus) for inv, gpus in selected), tuple(v for v in by_vendor if get(v).STACK))
+                 tuple((inv.vendor, gpus) for inv, gpus in selected),
+                 tuple((v, stack(v)) for v in by_vendor if stack(v).STACK))
 
 
 def decide(request: Request, inventory: Inventory, facts: HostFacts, spec: Spec, config: Config,
@@ -96,7 +98,7 @@ def decide(request: Request, inventory: Inventory, facts: HostFacts, spec: Spec,
     selected = _selected(request, inventory, spec, config)
     by_vendor = {inv.vendor: (inv, gpus) for inv, gpus in selected}
     settings = settings_for(tuning, selected, config.tuning.shared_slices)
-    shared = [get(inv.vendor).sharing(tuning, gpus, config.tuning.mps_dir) for inv, gpus in selected] \
+    shared = [tuning_part(inv.vendor).sharing(tuning, gpus, config.tuning.mps_dir) for inv, gpus in selected] \
         if tuning.mps else []
     settings += tuple(s for made, _ in shared for s in made)
     gpu_names = tuple(g.key() for _, gpus in selected for g in gpus)
@@ -165,7 +167,7 @@ def _checks_needed(by_vendor: dict[str, Any], env: dict[str, str], annotations: 
     """Whether compatibility checks or host ROCm apply: AMD GPUs, a vendor's whose user space is checked (its STACK),
     or a stated requirement."""
     return ("amd" in by_vendor or "gpuhook.dev/require" in annotations or "CUDA_VERSION" in env
-            or any(k.startswith("NVIDIA_REQUIRE_") for k in env) or any(get(v).STACK for v in by_vendor))
+            or any(k.startswith("NVIDIA_REQUIRE_") for k in env) or any(stack(v).STACK for v in by_vendor))
 
 
 def _host_rocm_wanted(request: Request, config: Config, by_vendor: dict[str, Any]) -> HostRocm | None:

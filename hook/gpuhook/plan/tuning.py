@@ -6,6 +6,7 @@ from gpuhook.errors import PolicyError
 from gpuhook.plan.shared_gpu import SLICE, SLICE_OPEN, Grant, check
 from gpuhook.vendors.contract import Setting
 from gpuhook.vendors.registry import get
+from gpuhook.vendors.registry import tuning as tuning_part
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ def settings_for(tuning: Tuning, selected: Iterable[tuple[VendorInventory, Seque
             physical = gpu
             if gpu.parent and tuning.sets_gpu():
                 physical = _physical(tuning, inv, gpu, gpus, shared_slices)
-            for s in get(inv.vendor).settings(tuning, physical):
+            for s in tuning_part(inv.vendor).settings(tuning, physical):
                 out.setdefault(s.key, s)
     return tuple(out.values())
 

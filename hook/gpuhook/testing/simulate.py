@@ -1,5 +1,5 @@
 """Build a fake GPU host tree: procfs/sysfs text, real device nodes, real stub ELF libraries (`gpuhook simulate`).
-Each vendor's part is its own builder (Vendor.simulate: vendors/nvidia/sim.py, vendors/amd/sim.py); what they
+Each vendor's part is its own builder (its sim part: vendors/nvidia/sim.py, vendors/amd/sim.py, ...); what they
 share is simulator/host.py."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from gpuhook import fastjson
 from gpuhook.errors import SimulatorError
 from gpuhook.simulator.host import MARKER, HostSpec
 from gpuhook.statefile import read_bounded
-from gpuhook.vendors.registry import all_vendors
+from gpuhook.vendors.registry import all_vendors, sim
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ def build_host(root: str, spec: HostSpec, replace: bool = True) -> str:
     for vendor in all_vendors():
         count = spec.gpus_of(vendor.NAME)
         if count or vendor.NAME in spec.drivers_without_gpus:
-            vendor.simulate(root, spec, count)
+            sim(vendor.NAME).build(root, spec, count)
     with open(os.path.join(root, MARKER), "w") as f:
         f.write(json.dumps(dataclasses.asdict(spec)) + "\n")  # the spec, for the simulated drivers' rebuilds
     return root

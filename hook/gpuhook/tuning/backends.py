@@ -3,7 +3,7 @@ Imported only for tuning."""
 
 from __future__ import annotations
 
-from gpuhook.vendors.registry import get
+from gpuhook.vendors.registry import tuning
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ class BackendSet:
 
     def __call__(self, vendor: str) -> Backend:
         if vendor not in self._made:
-            self._made[vendor] = get(vendor).backend(self._root, self._state_dir)
+            self._made[vendor] = tuning(vendor).backend(self._root, self._state_dir)
         return self._made[vendor]
 
     def __enter__(self) -> BackendSet:

@@ -1,6 +1,8 @@
 """What a vendor's modules hand the rooms that call them, and the protocols those rooms hold them to: a tuning
-Setting and the Backend that reads and writes it, a telemetry Reading and the Source that reads it. Here, in the
-vendors' room, so that a vendor's modules never import tuning/ or metrics/ (the rooms above them)."""
+Setting and the Backend that reads and writes it, a telemetry Reading and the Source that reads it, a DRA device;
+and the vendor's parts beyond the hot path (tuning, telemetry, Kubernetes, the user-space stack, the simulator,
+doctor), each a small protocol. Here, in the vendors' room, so that a vendor's modules never import tuning/,
+metrics/ or kubernetes/ (the rooms above them)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,12 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Protocol
 
-    from gpuhook.host.inventory import Gpu
+    from gpuhook.edits import Edits
+    from gpuhook.host.image import InRoot
+    from gpuhook.host.inventory import Gpu, VendorInventory
+    from gpuhook.host.root import Root
+    from gpuhook.request.tuning import Tuning
+    from gpuhook.simulator.host import HostSpec
 else:
     Protocol = object
 
@@ -101,3 +108,112 @@ class DraDevice:
     attributes: tuple[tuple[str, str | int | bool], ...] = ()
     versions: tuple[str, ...] = ()  # which attributes are versions (semver)
     capacity: tuple[tuple[str, int], ...] = ()  # bytes for memory, counts otherwise
+    numa_in_domain: bool = False  # the vendor's driver publishes the NUMA node under its domain too (AMD's)
+
+
+# The parts of a vendor beyond the hot path's (registry.Vendor). Each is a module of the vendor's package named
+# after it (vendors/<name>/tuning.py, telemetry.py, kubernetes.py, stack.py, sim.py, doctor.py), which the registry
+# finds by that name (registry.part); a vendor without one gets vendors/defaults.py's, which says what it lacks.
+PARTS = ("tuning", "telemetry", "kubernetes", "stack", "sim", "doctor")
+
+
+class TuningPart(Protocol):
+    """Host settings on a vendor's GPUs: what a request asks, the daemons that share a GPU, partition layouts, and
+    the backend that reads and writes them. Pure, except `repartition` and `backend`."""
+
+    def settings(self, tuning: Tuning, gpu: Gpu) -> tuple[Setting, ...]:
+        """The host settings that give `gpu` what `tuning` asks; RequestError for another vendor's keys."""
+        ...
+
+    def sharing(self, tuning: Tuning, gpus: Sequence[Gpu], directory: str) -> tuple[tuple[Setting, ...], Edits]:
+        """What shares `gpus` through a daemon on the host when `tuning` asks (NVIDIA: MPS): the settings that start
+        it (their value its directory under `directory`; restored to 'off', which stops it) and what the container
+        gets to reach it; RequestError where the vendor has no such sharing or not for these GPUs."""
+        ...
+
+    def repartition(self, root: Root, gpu: Gpu, layout: dict[str, object], dry_run: bool = False) -> str:
+        """Put the physical GPU `gpu` in `layout` (the vendor's keys of a `gpuhook partition apply` file), waiting
+        until the driver reports it; what changed ('' when it was so already). GpuhookError naming what the GPU
+        offers, or that the vendor has no such layout. With `dry_run` the same checks without a write. Writes the
+        driver's files or calls its library."""
+        ...
+
+    def backend(self, root: Root, state_dir: str) -> Backend:
+        """The tuning backend for this vendor's GPUs under `root` (the caller closes it); what it starts on the
+        host (NVIDIA's MPS daemons) it records in `state_dir`. Loads libraries."""
+        ...
+
+
+class TelemetryPart(Protocol):
+    """The exporter's readings of a vendor's GPUs."""
+
+    def telemetry(self, root: Root, inv: VendorInventory) -> Source:
+        """A telemetry session on this vendor's GPUs under `root` (the caller closes it); GpuhookError when it
+        cannot start. Loads libraries; reads only."""
+        ...
+
+
+class KubernetesPart(Protocol):
+    """What a vendor's GPUs are to Kubernetes: node labels, the device plugin's slice resources, DRA devices."""
+
+    SHARING: tuple[str, ...]  # how its GPUs can be shared: time-slicing, and mps where the tuning part runs MPS
+    SLICE_RESOURCE: str  # the device plugin's per-profile resource name for slices ("mixed"), {profile} in it
+
+    def labels(self, inv: VendorInventory, root: Root, replicas: int, strategy: str = "none",
+               sharing: str = "time-slicing") -> dict[str, str]:
+        """Node labels beyond presence, count and driver, for GPUs shared `replicas` ways (by `sharing`, one of
+        SHARING) and slices advertised by `strategy` ([kubernetes] mig_strategy: none, single, mixed): a key
+        without '/' is gpuhook's own (written as gpuhook-<vendor>.<key>), one with a prefix (the vendor's own
+        labeller's, e.g. nvidia.com/gpu.product) is written as it is. Reads the host, may load libraries."""
+        ...
+
+    def dra_devices(self, inv: VendorInventory, root: Root) -> tuple[DraDevice, ...]:
+        """The devices gpuhook's DRA driver publishes for this vendor's GPUs: whole GPUs and slices, named and
+        described as the vendor's own DRA driver does. Reads only, may load libraries."""
+        ...
+
+
+class StackPart(Protocol):
+    """The vendor's user space an image ships (Hygon's DTK), checked by plan/compat against the window of releases
+    the host's driver runs."""
+
+    STACK: str  # its name in messages
+
+    def image_stack(self, image: InRoot, notes: list[str]) -> str | None:
+        """The release of STACK the image ships, None for none; a file gpuhook refused to read is said in
+        `notes`. Reads the image root (never out of it)."""
+        ...
+
+    def stack_window(self, inv: VendorInventory) -> tuple[str, str] | None:
+        """(oldest, newest) release of STACK the host's driver runs; None when gpuhook cannot say."""
+        ...
+
+
+class SimPart(Protocol):
+    """The vendor's driver in `gpuhook simulate`'s hosts, and its reactions when its stub library changes a GPU
+    (testing/react.py runs them)."""
+
+    STATE: str  # the name its stub library's state files start with under the host's SIM_STATE ("" for none)
+    REACTIONS: tuple[str, ...]  # what its stubs ask the simulator to play (a partition mode, MIG instances)
+
+    def build(self, root: str, spec: HostSpec, count: int) -> None:
+        """Add this vendor's driver and `count` GPUs to the simulated host at `root`. Writes files, mknod."""
+        ...
+
+    def react(self, root: str, spec: HostSpec, what: str, index: int, value: str) -> HostSpec | None:
+        """Play reaction `what` (one of REACTIONS) on GPU `index`: the spec the host is to be rebuilt with, or None
+        where the files were made to follow in place. Writes files."""
+        ...
+
+    def settle(self, root: str) -> None:
+        """After another vendor's reaction rebuilt the host and put back this vendor's state files: its driver's
+        files made to follow them again. Writes files."""
+        ...
+
+
+class DoctorPart(Protocol):
+    """What `gpuhook doctor` says of a vendor's driver beyond its device nodes."""
+
+    def checks(self, inv: VendorInventory) -> tuple[tuple[str, str, str], ...]:
+        """Findings (level, what, fix). Pure."""
+        ...

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from gpuhook.host.inventory import Inventory
 from gpuhook.host.root import Root
-from gpuhook.vendors.registry import get
+from gpuhook.vendors.registry import kubernetes
 
 DEFAULT_PATH = "/etc/kubernetes/node-feature-discovery/features.d/gpuhook"
 ACCELERATOR = "gpuhook.feature.node.kubernetes.io/accelerator"
@@ -34,8 +34,8 @@ def labels(inventory: Inventory, root: Root, replicas: int, strategy: str = "non
         out[f"{key}.count"] = str(len(inv.gpus))
         if inv.driver_version:
             out[f"{key}.driver"] = inv.driver_version
-        vendor = get(inv.vendor)
-        own = vendor.labels(inv, root, replicas, strategy, sharing if sharing in vendor.SHARING else "time-slicing")
+        part = kubernetes(inv.vendor)
+        own = part.labels(inv, root, replicas, strategy, sharing if sharing in part.SHARING else "time-slicing")
         out.update({k if "/" in k else f"{key}.{k}": v for k, v in own.items()})
     present = inventory.with_gpus()
     if present:

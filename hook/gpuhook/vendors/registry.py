@@ -2,11 +2,13 @@
 
 Everything that differs between vendors is a member of the protocol: nothing outside vendors/ tests a
 vendor's name to pick a behaviour, and a name the registry does not know is an error, never a default.
-A built-in vendor is a package in this folder (vendors/<name>/: vendor.py is the protocol's face; discovery's
-helpers, node labels, the tuning backend, telemetry readings and the simulator are its other modules, which import
-only the rooms below vendors/ and vendors/contract.py), named in BUILTIN, whose order is the order of discovery,
-listings and messages (all_vendors imports them in it); `register` adds one from outside (a plugin, a test) for
-the life of the process.
+A built-in vendor is a package in this folder, named in BUILTIN, whose order is the order of discovery, listings and
+messages (all_vendors imports them in it): vendor.py is the protocol's face (the GPU path's part); its other parts
+are modules named after them (tuning.py, telemetry.py, kubernetes.py, stack.py, sim.py, doctor.py: the protocols of
+vendors/contract.py), found here by that name, and vendors/defaults.py's stand in for one it lacks. A vendor's
+modules import only the rooms below vendors/, vendors/contract.py and other vendors' modules (Hygon's build on
+AMD's); nothing outside vendors/ imports them but this registry. `register` adds one from outside (a plugin, a
+test) for the life of the process, its parts as attributes of the same names.
 A vendor's request env key must end in `_VISIBLE_DEVICES`: the runtime's pass-through path looks for that
 text (and `gpuhook.dev/`) before it loads any vendor, so every vendor's requests are seen without it.
 """
@@ -16,16 +18,36 @@ from __future__ import annotations
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from typing import Protocol
+    from typing import Any, Protocol
 
     from gpuhook.config import Policy
     from gpuhook.edits import DeviceNode, Edits
-    from gpuhook.host.image import InRoot
     from gpuhook.host.inventory import Gpu, VendorInventory
     from gpuhook.host.root import Root
-    from gpuhook.request.tuning import Tuning
-    from gpuhook.simulator.host import HostSpec
-    from gpuhook.vendors.contract import Backend, DraDevice, Setting, Source
+    from gpuhook.vendors.amd import kubernetes as amd_kubernetes
+    from gpuhook.vendors.amd import sim as amd_sim
+    from gpuhook.vendors.amd import telemetry as amd_telemetry
+    from gpuhook.vendors.amd import tuning as amd_tuning
+    from gpuhook.vendors.contract import DoctorPart, KubernetesPart, SimPart, StackPart, TelemetryPart, TuningPart
+    from gpuhook.vendors.hygon import doctor as hygon_doctor
+    from gpuhook.vendors.hygon import kubernetes as hygon_kubernetes
+    from gpuhook.vendors.hygon import sim as hygon_sim
+    from gpuhook.vendors.hygon import stack as hygon_stack
+    from gpuhook.vendors.hygon import telemetry as hygon_telemetry
+    from gpuhook.vendors.hygon import tuning as hygon_tuning
+    from gpuhook.vendors.nvidia import doctor as nvidia_doctor
+    from gpuhook.vendors.nvidia import kubernetes as nvidia_kubernetes
+    from gpuhook.vendors.nvidia import sim as nvidia_sim
+    from gpuhook.vendors.nvidia import telemetry as nvidia_telemetry
+    from gpuhook.vendors.nvidia import tuning as nvidia_tuning
+
+    # the built-in parts, held to their protocols by the type checker (the registry finds them by name at run time)
+    _TUNING: tuple[TuningPart, ...] = (nvidia_tuning, amd_tuning, hygon_tuning)
+    _TELEMETRY: tuple[TelemetryPart, ...] = (nvidia_telemetry, amd_telemetry, hygon_telemetry)
+    _KUBERNETES: tuple[KubernetesPart, ...] = (nvidia_kubernetes, amd_kubernetes, hygon_kubernetes)
+    _STACK: tuple[StackPart, ...] = (hygon_stack,)
+    _SIM: tuple[SimPart, ...] = (nvidia_sim, amd_sim, hygon_sim)
+    _DOCTOR: tuple[DoctorPart, ...] = (nvidia_doctor, hygon_doctor)
 else:
     Protocol = object
 
@@ -34,9 +56,9 @@ MARKER_SUFFIX = "_VISIBLE_DEVICES"
 
 
 class Vendor(Protocol):
-    """What a vendor module provides. Discovery and the procfs copy read the host; everything else is pure,
-    except `backend` (which the tuning hooks alone call), `telemetry` (the exporter's) and `simulate` (the simulator's
-    builder)."""
+    """What a vendor's vendor.py provides: the GPU path's part (ids, discovery, identities, the container's edits,
+    claims, hardening, procfs files). Discovery and the procfs copy read the host; the rest is pure. Its other parts
+    (tuning, telemetry, Kubernetes, stack, simulator, doctor) are modules of their own (`part`)."""
 
     NAME: str  # as in gpuhook.dev/vendor=
     LABEL: str  # in messages
@@ -46,10 +68,6 @@ class Vendor(Protocol):
     CAPABILITIES_ENV: str | None  # the env that names driver capabilities, if the vendor has one
     CDI_KIND: str  # e.g. nvidia.com/gpu
     DOCKER_GPUS_HOOK: str | None  # the prestart hook Docker's --gpus adds with ENV_KEY (request.docker_flag)
-    SLICE_RESOURCE: str  # the device plugin's per-profile resource name for slices ("mixed"), {profile} in it
-    SHARING: tuple[str, ...]  # how its GPUs can be shared: time-slicing, and mps where `sharing` runs MPS daemons
-    STACK: str | None  # the vendor's user space an image ships, checked against the host's driver by plan/compat
-    # (Hygon's DTK); None where there is none to check that way (NVIDIA's CUDA and AMD's ROCm have checks of their own)
 
     def parse_id(self, item: str) -> str | None:
         """The vendor's own identifier form (a UUID) normalised, or None when `item` is not one."""
@@ -88,64 +106,6 @@ class Vendor(Protocol):
         Reads the host."""
         ...
 
-    def settings(self, tuning: Tuning, gpu: Gpu) -> tuple[Setting, ...]:
-        """The host settings that give `gpu` what `tuning` asks; RequestError for another vendor's keys."""
-        ...
-
-    def sharing(self, tuning: Tuning, gpus: Sequence[Gpu], directory: str) -> tuple[tuple[Setting, ...], Edits]:
-        """What shares `gpus` through a daemon on the host when `tuning` asks (NVIDIA: MPS): the settings that start
-        it (their value its directory under `directory`; restored to 'off', which stops it) and what the container
-        gets to reach it; RequestError where the vendor has no such sharing or not for these GPUs."""
-        ...
-
-    def repartition(self, root: Root, gpu: Gpu, layout: dict[str, object], dry_run: bool = False) -> str:
-        """Put the physical GPU `gpu` in `layout` (the vendor's keys of a `gpuhook partition apply` file), waiting
-        until the driver reports it; what changed ('' when it was so already). GpuhookError naming what the GPU
-        offers, or that the vendor has no such layout. With `dry_run` the same checks, and what would change,
-        without a write (`partition apply` checks every GPU so before it changes one). Writes the driver's files
-        or calls its library."""
-        ...
-
-    def backend(self, root: Root, state_dir: str) -> Backend:
-        """The tuning backend for this vendor's GPUs under `root` (the caller closes it); what it starts on the
-        host (NVIDIA's MPS daemons) it records in `state_dir`. Loads libraries."""
-        ...
-
-    def telemetry(self, root: Root, inv: VendorInventory) -> Source:
-        """A telemetry session on this vendor's GPUs under `root`, for the exporter (the caller closes it);
-        GpuhookError when it cannot start. Loads libraries; reads only."""
-        ...
-
-    def labels(self, inv: VendorInventory, root: Root, replicas: int, strategy: str = "none",
-               sharing: str = "time-slicing") -> dict[str, str]:
-        """Node labels beyond presence, count and driver, for GPUs shared `replicas` ways (by `sharing`, one of
-        SHARING) and slices advertised by `strategy` ([kubernetes] mig_strategy: none, single, mixed): a key without
-        '/' is gpuhook's own (written as gpuhook-<vendor>.<key>), one with a prefix (the vendor's own labeller's,
-        e.g. nvidia.com/gpu.product) is written as it is."""
-        ...
-
-    def dra_devices(self, inv: VendorInventory, root: Root) -> tuple[DraDevice, ...]:
-        """The devices gpuhook's DRA driver publishes for this vendor's GPUs: whole GPUs and slices, named and
-        described as the vendor's own DRA driver does (vendors/contract.DraDevice). Loads libraries; reads only."""
-        ...
-
-    def image_stack(self, image: InRoot, notes: list[str]) -> str | None:
-        """The release of STACK the image ships, None for none; a file gpuhook refused to read is said in `notes`.
-        Reads the image root (never out of it)."""
-        ...
-
-    def stack_window(self, inv: VendorInventory) -> tuple[str, str] | None:
-        """(oldest, newest) release of STACK the host's driver runs; None when gpuhook cannot say."""
-        ...
-
-    def checks(self, inv: VendorInventory) -> tuple[tuple[str, str, str], ...]:
-        """Doctor findings (level, what, fix) beyond the device nodes."""
-        ...
-
-    def simulate(self, root: str, spec: HostSpec, count: int) -> None:
-        """Add this vendor's driver and `count` GPUs to the simulated host at `root`. Writes files, mknod."""
-        ...
-
 
 _registered: list[Vendor] = []
 _cache: tuple[Vendor, ...] | None = None
@@ -164,6 +124,67 @@ def all_vendors() -> tuple[Vendor, ...]:
     return _cache
 
 
+def tuning(name: str) -> TuningPart:
+    """The tuning part of vendor `name` (its settings, MPS, partition layouts, backend)."""
+    return _part(name, "tuning")  # type: ignore[no-any-return]
+
+
+def telemetry(name: str) -> TelemetryPart:
+    """The telemetry part of vendor `name` (the exporter's readings)."""
+    return _part(name, "telemetry")  # type: ignore[no-any-return]
+
+
+def kubernetes(name: str) -> KubernetesPart:
+    """The Kubernetes part of vendor `name` (node labels, slice resources, DRA devices)."""
+    return _part(name, "kubernetes")  # type: ignore[no-any-return]
+
+
+def stack(name: str) -> StackPart:
+    """The user-space stack part of vendor `name` (STACK "" where it has none)."""
+    return _part(name, "stack")  # type: ignore[no-any-return]
+
+
+def sim(name: str) -> SimPart:
+    """The simulator part of vendor `name`."""
+    return _part(name, "sim")  # type: ignore[no-any-return]
+
+
+def doctor(name: str) -> DoctorPart:
+    """The doctor part of vendor `name`."""
+    return _part(name, "doctor")  # type: ignore[no-any-return]
+
+
+_parts: dict[tuple[str, str], Any] = {}
+# a member each part has: a registered vendor's attribute of that name without it is no part
+_PART_MEMBERS = {"tuning": "settings", "telemetry": "telemetry", "kubernetes": "labels", "stack": "image_stack",
+                 "sim": "build", "doctor": "checks"}
+
+
+def _part(name: str, kind: str) -> Any:
+    """Vendor `name`'s part `kind`: a built-in vendor's module vendors/<name>/<kind>.py, a registered vendor's
+    attribute `kind`, else vendors/defaults.py's for it. Imports the module on first use."""
+    found = _parts.get((name, kind))
+    if found is None:
+        vendor = get(name)
+        if name in BUILTIN:
+            import importlib
+
+            module = f"gpuhook.vendors.{name}.{kind}"
+            try:
+                found = importlib.import_module(module)
+            except ModuleNotFoundError as e:
+                if e.name != module:
+                    raise
+        else:
+            found = getattr(vendor, kind, None)
+        if found is None:
+            from gpuhook.vendors.defaults import DEFAULTS
+
+            found = DEFAULTS[kind](vendor.LABEL)
+        _parts[(name, kind)] = found
+    return found
+
+
 def register(vendor: Vendor) -> None:
     """Add a vendor for the rest of this process (a plugin or a test); ValueError for a name taken or an env key
     the pass-through path would not notice."""
@@ -172,8 +193,15 @@ def register(vendor: Vendor) -> None:
         raise ValueError(f"vendor {vendor.NAME!r} is already registered")
     if not vendor.ENV_KEY.endswith(MARKER_SUFFIX):
         raise ValueError(f"vendor {vendor.NAME!r}: its env key {vendor.ENV_KEY!r} must end in {MARKER_SUFFIX}")
+    for kind, member in _PART_MEMBERS.items():
+        part = getattr(vendor, kind, None)
+        if part is not None and not hasattr(part, member):
+            raise ValueError(f"vendor {vendor.NAME!r}: its attribute {kind!r} is not a {kind} part (it lacks "
+                             f"{member!r}; vendors/contract.py says what a {kind} part has)")
     _registered.append(vendor)
     _cache = None
+    for key in [k for k in _parts if k[0] == vendor.NAME]:
+        del _parts[key]
 
 
 def unregister(name: str) -> None:
@@ -181,6 +209,8 @@ def unregister(name: str) -> None:
     global _cache
     _registered[:] = [v for v in _registered if name != v.NAME]
     _cache = None
+    for key in [k for k in _parts if k[0] == name]:
+        del _parts[key]
 
 
 def names() -> tuple[str, ...]:

@@ -39,7 +39,7 @@ def test_nvml_reports_what_the_stub_is_told_and_locked_clocks(fake_host: FakeHos
     sim_nvidia.set_telemetry(host, 1, utilization=87, memory_used=40 << 30, power_mw=612250, temperature=71,
                              clock_mhz=1755)
     root = Root(host)
-    backend = registry.get("nvidia").backend(root, "/nonexistent")  # it locks GPU 0's clocks, as a container would
+    backend = registry.tuning("nvidia").backend(root, "/nonexistent")  # it locks GPU 0's clocks, as a container would
     try:
         gpu0 = discover(root).vendors[0].gpus[0]
         backend.set(Setting("nvidia", gpu0.uuid, 0, gpu0.pci, gpu0.uuid, "clocks", "1500-1500"), "1500-1500")
@@ -120,12 +120,8 @@ def test_amdsmi_and_sysfs_report_the_same_through_the_exporter(fake_host: FakeHo
     assert len(seen[0]) == 8  # healthy and the seven telemetry families
 
 
-class _Flaky:
-    """A vendor whose telemetry session is lost after each read, for the reopening rule."""
-
-    NAME = "flaky"
-    ENV_KEY = "FLAKY_VISIBLE_DEVICES"
-    opened: ClassVar[list[str]] = []
+class _FlakyTelemetry:
+    """A telemetry part whose session is lost after each read, for the reopening rule."""
 
     def telemetry(self, root: Root, inv: VendorInventory) -> object:
         _Flaky.opened.append(inv.driver_version or "")
@@ -141,6 +137,16 @@ class _Flaky:
                 _Flaky.opened.append("closed")
 
         return Source()
+
+
+class _Flaky:
+    """A vendor whose telemetry session is lost after each read."""
+
+    NAME = "flaky"
+    LABEL = "Flaky"
+    ENV_KEY = "FLAKY_VISIBLE_DEVICES"
+    opened: ClassVar[list[str]] = []
+    telemetry = _FlakyTelemetry()
 
 
 @pytest.fixture

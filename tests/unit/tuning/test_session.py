@@ -228,7 +228,7 @@ def test_ledger_is_json_with_a_line_per_setting(tmp_path: Path, state: ledger.St
 
 def test_sysfs_writes_go_where_discovery_says_never_where_the_ledger_says(fake_host: FakeHost) -> None:
     from gpuhook.vendors.amd import vendor as amd
-    from gpuhook.vendors.amd.tuning import SysfsBackend
+    from gpuhook.vendors.amd.backends import SysfsBackend
 
     host = fake_host(amd=1, amdsmi=False)
     dev = Path(host) / "sys/devices/pci0000:00/0000:80:00.0"
@@ -272,7 +272,7 @@ def test_the_same_id_under_two_engines_is_two_containers(fake_host: FakeHost, tm
 
 def test_a_power_cap_beyond_the_gpus_maximum_is_refused_not_written(fake_host: FakeHost) -> None:
     from gpuhook.vendors.amd import vendor as amd
-    from gpuhook.vendors.amd.tuning import SysfsBackend
+    from gpuhook.vendors.amd.backends import SysfsBackend
 
     host = fake_host(amd=1, amdsmi=False)
     cap = Path(host) / "sys/devices/pci0000:00/0000:80:00.0/hwmon/hwmon0/power1_cap"

@@ -15,9 +15,9 @@ from gpuhook.kubernetes.dra_devices import device_json
 from gpuhook.plan.compat import check
 from gpuhook.plan.select import select_all
 from gpuhook.testing.simulate import HostSpec, build_host
+from gpuhook.vendors import registry
 from gpuhook.vendors.discover import discover
 from gpuhook.vendors.hygon import dtk
-from gpuhook.vendors.hygon import vendor as hygon
 from gpuhook.vendors.labels import labels
 from tests.unit.parsing import parse_request
 
@@ -74,7 +74,7 @@ def test_labels_as_hygons_labeller_writes_them(dcu_root: Root) -> None:
 def test_dra_devices_carry_no_other_drivers_domain(dcu_root: Root) -> None:
     inv = discover(dcu_root).vendor("hygon")
     assert inv is not None
-    devices = hygon.dra_devices(inv, dcu_root)
+    devices = registry.kubernetes("hygon").dra_devices(inv, dcu_root)
     assert [d.name for d in devices] == ["dcu-128", "dcu-129"]
     device, dropped = device_json(devices[0], -1, "")
     assert not dropped and all("/" not in k or k.startswith("resource.kubernetes.io/") for k in device["attributes"])

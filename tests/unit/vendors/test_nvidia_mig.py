@@ -10,6 +10,7 @@ import pytest
 
 from gpuhook.config import Policy
 from gpuhook.host.root import Root
+from gpuhook.vendors import registry
 from gpuhook.vendors.discover import discover, identified
 from gpuhook.vendors.nvidia import mig as nvidia_mig
 from gpuhook.vendors.nvidia import sim_mig
@@ -101,9 +102,9 @@ def test_uuids_and_profiles_from_nvml_only_when_asked(fake_host: FakeHost) -> No
 
 def test_doctor_names_a_mig_device_without_its_caps_node(fake_host: FakeHost) -> None:
     root = fake_host(nvidia=1, mig=("1g.10gb", "1g.10gb"))
-    assert nvidia.checks(discover(Root(root)).vendor("nvidia"))[1][:2] == (  # type: ignore[arg-type]
+    assert registry.doctor("nvidia").checks(discover(Root(root)).vendor("nvidia"))[1][:2] == (  # type: ignore[arg-type]
         "ok", "2 MIG devices, each with its caps nodes")
     os.unlink(f"{root}/dev/nvidia-caps/nvidia-cap{sim_mig.minor(0, 2)}")
-    level, what, fix = nvidia.checks(discover(Root(root)).vendor("nvidia"))[1]  # type: ignore[arg-type]
+    level, what, fix = registry.doctor("nvidia").checks(discover(Root(root)).vendor("nvidia"))[1]  # type: ignore[arg-type]
     assert (level, what) == ("warn", f"MIG devices without their caps nodes: 0:1 (/dev/nvidia-caps/nvidia-cap"
                                      f"{sim_mig.minor(0, 2)})") and "nvidia-modprobe -f" in fix

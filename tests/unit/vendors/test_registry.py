@@ -1,5 +1,7 @@
-"""A third vendor registered from the tests alone goes through request -> discovery -> plan -> spec and CDI,
-tuning, labels, doctor and the exporter, without any other module knowing its name; an unknown vendor fails loudly."""
+"""A fourth vendor registered from the tests alone (its GPU path part and, as attributes, its other parts) goes
+through request -> discovery -> plan -> spec and CDI, tuning and its backend, partition layouts, the image's stack
+check, labels, the device plugin's and DRA's devices, doctor, the simulator and the exporter, without any other module
+knowing its name; one without the other parts gets the documented defaults; an unknown vendor fails loudly."""
 
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from tests.unit.parsing import parse_request
 
 
 class Toy:
-    """A vendor whose GPUs are /dev/toy<N>, listed in /sys/class/toy/toy<N>/uuid."""
+    """A vendor whose GPUs are /dev/toy<N>, listed in /sys/class/toy/toy<N>/uuid: the GPU path's part alone."""
 
     NAME = "toy"
     LABEL = "Toy"
@@ -38,10 +40,7 @@ class Toy:
     NONE_MEANS_DRIVER = False
     CAPABILITIES_ENV = None
     CDI_KIND = "toy.example/gpu"
-    SLICE_RESOURCE = "toy.example/slice-{profile}"
     DOCKER_GPUS_HOOK = None
-    STACK = None
-    SHARING = ("time-slicing",)
 
     def parse_id(self, item: str) -> str | None:
         return item.upper() if item.upper().startswith("TOY-") and item[4:].isalnum() else None
@@ -72,19 +71,40 @@ class Toy:
     def procfs_files(self, root: Root, gpus: Sequence[Gpu], policy: Policy) -> None:
         return None
 
+
+class ToyTuning:
+    """The toy's tuning part: clocks only, kept in a dict."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, str] = {}
+
     def settings(self, tuning: Tuning, gpu: Gpu) -> tuple[Setting, ...]:
-        return (Setting(self.NAME, gpu.uuid, gpu.index, gpu.pci, gpu.uuid, "clocks", str(tuning.clocks)),) \
-            if tuning.clocks else ()
+        return (Setting(vendor="toy", gpu=gpu.uuid, index=gpu.index, pci=gpu.pci, device=gpu.uuid, name="clocks",
+                        value=str(tuning.clocks)),) if tuning.clocks else ()
 
     def sharing(self, tuning: Tuning, gpus: Sequence[Gpu], directory: str) -> tuple[tuple[Setting, ...], Edits]:
         return (), Edits()
 
     def repartition(self, root: Root, gpu: Gpu, layout: dict[str, object], dry_run: bool = False) -> str:
-        raise NotImplementedError
+        return "" if dry_run else f"toy {gpu.index} laid out"
 
     def backend(self, root: Root, state_dir: str) -> object:
-        raise NotImplementedError
+        values = self.values
 
+        class Backend:
+            def get(self, s: Setting) -> str:
+                return values.get(s.key, "unlocked")
+
+            def set(self, s: Setting, value: str) -> None:
+                values[s.key] = value
+
+            def close(self) -> None:
+                pass
+
+        return Backend()
+
+
+class ToyTelemetry:
     def telemetry(self, root: Root, inv: VendorInventory) -> object:
         from gpuhook.vendors.contract import Reading
 
@@ -99,20 +119,44 @@ class Toy:
 
         return Source()
 
+
+class ToyKubernetes:
+    SLICE_RESOURCE = "toy.example/slice-{profile}"
+    SHARING = ("time-slicing",)
+
     def labels(self, inv: VendorInventory, root: Root, replicas: int, strategy: str = "none",
                sharing: str = "time-slicing") -> dict[str, str]:
         return {"toyness": "high", "toy.example/gpu.replicas": str(replicas)}
 
-    def checks(self, inv: VendorInventory) -> tuple[tuple[str, str, str], ...]:
-        return ()
+    def dra_devices(self, inv: VendorInventory, root: Root) -> tuple[object, ...]:
+        from gpuhook.vendors.contract import DraDevice
 
-    def image_stack(self, image: object, notes: list[str]) -> None:
-        return None
+        return tuple(DraDevice(name=f"toy-{g.index}", gpu=g, kind="gpu", domain="gpu.toy.example",
+                               attributes=(("productName", g.model),), capacity=(("memory", 1 << 30),))
+                     for g in inv.gpus)
 
-    def stack_window(self, inv: VendorInventory) -> None:
-        return None
 
-    def simulate(self, root: str, spec: object, count: int) -> None:
+class ToyStack:
+    STACK = "ToyKit"
+
+    def image_stack(self, image: object, notes: list[str]) -> str | None:
+        return "2.0"
+
+    def stack_window(self, inv: VendorInventory) -> tuple[str, str] | None:
+        return ("1.0", "1.9")
+
+
+class ToySim:
+    STATE = ""
+    REACTIONS: tuple[str, ...] = ()
+
+    def react(self, root: str, spec: object, what: str, index: int, value: str) -> None:
+        raise NotImplementedError
+
+    def settle(self, root: str) -> None:
+        pass
+
+    def build(self, root: str, spec: object, count: int) -> None:
         for i in range(count):
             os.makedirs(f"{root}/sys/class/toy/toy{i}", exist_ok=True)
             Path(f"{root}/sys/class/toy/toy{i}/uuid").write_text(f"TOY-{i:04d}\n")
@@ -121,9 +165,26 @@ class Toy:
             os.chown(f"{root}/dev/toy{i}", 0, 109)
 
 
+class ToyDoctor:
+    def checks(self, inv: VendorInventory) -> tuple[tuple[str, str, str], ...]:
+        return (("warn", f"{len(inv.gpus)} toys are toys", "play"),)
+
+
+class FullToy(Toy):
+    """The toy with every part, as attributes named after them (registry.part's convention for a registered
+    vendor)."""
+
+    tuning = ToyTuning()
+    telemetry = ToyTelemetry()
+    kubernetes = ToyKubernetes()
+    stack = ToyStack()
+    sim = ToySim()
+    doctor = ToyDoctor()
+
+
 @pytest.fixture
 def toy_host(tmp_path: Path) -> Iterator[Root]:
-    registry.register(Toy())  # type: ignore[arg-type]  # duck-typed, as a plugin's would be
+    registry.register(FullToy())  # type: ignore[arg-type]  # duck-typed, as a plugin's would be
     try:
         from gpuhook.testing.simulate import HostSpec, build_host
 
@@ -184,6 +245,95 @@ def test_a_toy_vendor_in_the_exporter(toy_host: Root, tmp_path: Path) -> None:
                                              ({"vendor": "toy", "uuid": "TOY-0001"}, 1)]
     assert served["gpuhook_gpu_power_watts"] == [({"vendor": "toy", "uuid": "TOY-0000"}, 10.0),
                                                  ({"vendor": "toy", "uuid": "TOY-0001"}, 11.0)]
+
+
+def test_a_toy_vendor_in_tuning_partitions_and_the_stack_check(toy_host: Root, tmp_path: Path) -> None:
+    from gpuhook.errors import PolicyError
+    from gpuhook.host.facts import HostFacts
+    from gpuhook.plan import compat
+    from gpuhook.tuning.backends import BackendSet
+
+    inventory = discover(toy_host)
+    inv = inventory.vendor("toy")
+    assert inv is not None
+    (setting,) = settings_for(Tuning(clocks=(900, 900)), [(inv, inv.gpus[:1])])
+    with BackendSet(toy_host, str(tmp_path)) as backends:
+        backends("toy").set(setting, "900-900")
+        assert backends("toy").get(setting) == "900-900"
+    assert registry.tuning("toy").repartition(toy_host, inv.gpus[0], {}) == "toy 0 laid out"
+    facts = HostFacts(image_read=True, image_stacks=(("toy", "2.0"),))
+    verdict = compat.check(((inv, inv.gpus),), {}, {}, facts)
+    assert verdict.warnings == ("the image ships ToyKit 2.0 but the host's Toy driver 1.0 runs ToyKit 1.0 to 1.9: "
+                                "use an image with ToyKit 1.0-1.9 or a host driver that runs 2.0",)
+    with pytest.raises(PolicyError, match=r"ToyKit 2\.0"):
+        compat.check(((inv, inv.gpus),), {}, {}, facts, rocm_policy="strict")
+
+
+def test_a_toy_vendor_in_dra_and_doctor(toy_host: Root, tmp_path: Path) -> None:
+    from gpuhook.cli.doctor import run_checks
+    from gpuhook.config import Config
+    from gpuhook.kubernetes.dra_devices import describe, device_json
+
+    inventory = discover(toy_host)
+    devices, left = describe(inventory, toy_host)
+    assert [d.name for d in devices] == ["toy-0", "toy-1"] and left == {}
+    published, _ = device_json(devices[0], -1, "")
+    assert published["attributes"]["gpu.toy.example/productName"] == {"string": "Toy 1"}
+    assert published["capacity"]["memory"] == {"value": str(1 << 30)}
+    found = run_checks(Config(path="c", host_root=toy_host.base, state_dir=str(tmp_path)))
+    assert ("warn", "2 toys are toys", "play") in [(f.level, f.what, f.fix) for f in found]
+
+
+def test_a_vendor_without_parts_gets_the_defaults(tmp_path: Path) -> None:
+    from gpuhook.errors import DiscoveryError, SimulatorError, TuningError
+    from gpuhook.testing.simulate import HostSpec, build_host
+
+    class Bare(Toy):
+        NAME = "bare"
+        LABEL = "Bare"
+        ENV_KEY = "BARE_VISIBLE_DEVICES"
+
+    registry.register(Bare())  # type: ignore[arg-type]
+    try:
+        gpu = Gpu("bare", 0, "BARE-0", "0000:40:00.0", "Bare 1", ())
+        inv = VendorInventory("bare", "1.0", (gpu,), ())
+        with pytest.raises(RequestError, match=r"Bare GPU 0 takes no gpuhook\.dev/ tuning"):
+            registry.tuning("bare").settings(Tuning(clocks=(900, 900)), gpu)
+        assert registry.tuning("bare").settings(Tuning(exclusive=True), gpu) == ()
+        with pytest.raises(RequestError, match="NVIDIA's MPS, but these are Bare GPUs"):
+            registry.tuning("bare").sharing(Tuning(mps=True), [gpu], "/run/mps")
+        with pytest.raises(TuningError, match="no tuning backend for Bare GPUs"):
+            registry.tuning("bare").backend(Root("/"), str(tmp_path))
+        with pytest.raises(DiscoveryError, match="no telemetry of Bare GPUs"):
+            registry.telemetry("bare").telemetry(Root("/"), inv)
+        kube = registry.kubernetes("bare")
+        assert (kube.labels(inv, Root("/"), 2), kube.dra_devices(inv, Root("/")), kube.SHARING) == (
+            {}, (), ("time-slicing",))
+        assert registry.stack("bare").STACK == "" and registry.doctor("bare").checks(inv) == ()
+        with pytest.raises(SimulatorError, match="cannot make Bare GPUs"):
+            build_host(str(tmp_path / "host"), HostSpec(others=(("bare", 1),)))
+    finally:
+        registry.unregister("bare")
+
+
+def test_an_attribute_that_is_no_part_is_refused() -> None:
+    class OldStyle(Toy):
+        NAME = "old"
+        ENV_KEY = "OLD_VISIBLE_DEVICES"
+
+        def telemetry(self, root: Root, inv: VendorInventory) -> object:  # the wide protocol's method, not a part
+            raise NotImplementedError
+
+    with pytest.raises(ValueError, match="'telemetry' is not a telemetry part"):
+        registry.register(OldStyle())  # type: ignore[arg-type]
+    assert "old" not in registry.names()
+
+
+def test_only_the_registry_names_the_builtin_parts() -> None:
+    assert registry.tuning("nvidia").__name__ == "gpuhook.vendors.nvidia.tuning"  # type: ignore[attr-defined]
+    assert registry.stack("hygon").STACK == "DTK"
+    assert registry.stack("nvidia").STACK == ""  # CUDA's checks are plan/compat's own
+    assert registry.kubernetes("amd").SLICE_RESOURCE == "amd.com/{profile}"
 
 
 def test_an_unknown_vendor_fails_loudly() -> None:

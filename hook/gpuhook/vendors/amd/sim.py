@@ -21,6 +21,27 @@ PARTITIONS = {"SPX": 1, "DPX": 2, "QPX": 4, "CPX": 8}  # an MI300X's compute par
 MEMORY_PARTITIONS = ("NPS1", "NPS4")  # and its memory partition modes
 
 
+STATE = "amdsmi"  # the stub amd-smi's settings: reset with the GPUs a partition change re-lays, as the driver's are
+REACTIONS: tuple[str, ...] = ("compute-partition", "memory-partition")
+
+
+def react(root: str, spec: HostSpec, what: str, index: int, value: str) -> HostSpec | None:
+    """A GPU's compute or memory partition mode changed through the stub amd-smi: the host is rebuilt with that GPU
+    in its new mode, as amdgpu re-lays its KFD and render nodes."""
+    import dataclasses
+
+    compute = what == "compute-partition"
+    modes = per_gpu(spec.amd_partitions if compute else spec.amd_memory_partition, spec.amd)
+    modes[index] = value
+    if compute:
+        return dataclasses.replace(spec, amd_partitions=",".join(modes))
+    return dataclasses.replace(spec, amd_memory_partition=",".join(modes))
+
+
+def settle(root: str) -> None:
+    """Nothing: AMD's files are made whole by build."""
+
+
 def per_gpu(modes: str, count: int) -> list[str]:
     """One mode for every GPU ("CPX"), or each GPU's in order ("SPX,CPX"; the last one for the rest)."""
     each = [m.strip().upper() for m in modes.split(",")] or ["SPX"]

@@ -1,220 +1,54 @@
-"""AMD tuning: through amd-smi where the host's libamd_smi loads (host/amd_smi_lib.py), else amdgpu's sysfs files;
-fans always through amdgpu's hwmon files (amd-smi cannot say whether a fan follows the driver's curve, so it could
-not give back a fan an admin had fixed). Values are text: perf_level by name, sclk 'MIN-MAX' or 'default', power_cap
-in microwatts, fan 'auto' or a percent (and, as an original, 'manual <pwm>' or 'full')."""
+"""AMD's tuning part: the performance level, sclk levels, the power cap and fans through amd-smi where it loads,
+else amdgpu's sysfs files (backends.py, settings.py); compute and memory partition modes (partitions.py)."""
 
 from __future__ import annotations
 
 import os
 
-from gpuhook.errors import TuningError
-from gpuhook.host.amd_smi_lib import PERF_LEVELS
-from gpuhook.vendors.contract import Setting
+from gpuhook.vendors.amd.vendor import NAME, discover
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
-    from ctypes import c_void_p
+    from collections.abc import Sequence
 
-    from gpuhook.host.amd_smi_lib import AmdSmi
-    from gpuhook.host.inventory import VendorInventory
+    from gpuhook.edits import Edits
+    from gpuhook.host.inventory import Gpu
     from gpuhook.host.root import Root
+    from gpuhook.request.tuning import Tuning
+    from gpuhook.vendors.contract import Backend, Setting
 
 
+def settings(tuning: Tuning, gpu: Gpu) -> tuple[Setting, ...]:
+    """The performance level (manual for a clock range), sclk levels, the hwmon power cap and fan, by the GPU's PCI
+    device directory (amd/settings.py)."""
+    from gpuhook.vendors.amd.settings import settings as sysfs_settings
 
-def _within(s: Setting, lo: int, hi: int, least: int, most: int) -> None:
-    """Refuse a graphics clock range outside the GPU's own (its lowest and highest sclk), naming both."""
-    if not least <= lo <= hi <= most:
-        asked = f"{lo} MHz" if lo == hi else f"{lo}-{hi} MHz"
-        raise TuningError(f"GPU {s.index} ({s.pci}) runs its graphics clock within {least}-{most} MHz: {asked} refused")
+    return sysfs_settings(NAME, "AMD", tuning, gpu)
 
 
-class AmdSmiBackend:
-    """amd-smi on the host root's libamd_smi.so (called through host/amd_smi_lib.py: no amdsmi package in the
-    hooks); holds one session until close()."""
+def sharing(tuning: Tuning, gpus: Sequence[Gpu], directory: str) -> tuple[tuple[Setting, ...], Edits]:
+    """No daemon shares these GPUs: MPS is NVIDIA's."""
+    from gpuhook.vendors.amd.settings import no_daemon
 
-    def __init__(self, library: str, files: SysfsBackend) -> None:
-        from gpuhook.host import amd_smi_lib
+    return no_daemon("AMD", tuning, gpus)
 
-        self._files = files
-        self._error = amd_smi_lib.AmdSmiError
-        self._session = amd_smi_lib.session(library)
-        self._smi: AmdSmi = self._session.__enter__()
+
+def repartition(root: Root, gpu: Gpu, layout: dict[str, object], dry_run: bool = False) -> str:
+    """Compute (SPX, DPX, QPX, CPX) and memory (NPS1, NPS4) partition modes (partitions.py)."""
+    from gpuhook.vendors.amd import partitions as amd_partitions
+
+    return amd_partitions.repartition(root, gpu.pci, layout, dry_run=dry_run)
+
+
+def backend(root: Root, state_dir: str) -> Backend:
+    """amd-smi on the host's /opt/rocm/lib/libamd_smi.so where it loads, else amdgpu's sysfs files."""
+    from gpuhook.errors import TuningError
+    from gpuhook.vendors.amd.backends import AmdSmiBackend, SysfsBackend
+
+    library = os.path.join(root.resolve("/opt/rocm"), "lib/libamd_smi.so")
+    if os.path.exists(library):
         try:
-            self._handles = self._smi.processors()
-        except (self._error, AttributeError) as e:  # AttributeError: a library without one of these calls
-            self.close()
-            raise TuningError(f"amd-smi cannot list the host's GPUs: {e}") from e
-
-    def close(self) -> None:
-        """End the amd-smi session."""
-        self._session.__exit__(None, None, None)
-
-    def get(self, s: Setting) -> str:
-        """The current value (a clock range cannot be read back: its original is 'default')."""
-        if s.name == "fan":
-            return self._files.get(s)
-        h = self._handle(s)
-        try:
-            if s.name == "perf_level":
-                level = self._smi.perf_level(h)
-                return next((k for k, v in PERF_LEVELS.items() if v == level), f"unknown ({level})")
-            if s.name == "power_cap":
-                return str(self._smi.power_cap(h))
-            return "default"
-        except self._error as e:
-            raise TuningError(f"amd-smi cannot read {s.name} of GPU {s.index} ({s.pci}): {e}") from e
-
-    def set(self, s: Setting, value: str) -> None:
-        """Apply a value; the clock range's 'default' comes back with the performance level's restore."""
-        if s.name == "fan":
-            self._files.set(s, value)
-            return
-        h = self._handle(s)
-        try:
-            if s.name == "perf_level":
-                self._smi.set_perf_level(h, PERF_LEVELS[value])
-            elif s.name == "power_cap":
-                self._smi.set_power_cap(h, int(value))
-            elif value != "default":
-                lo, hi = (int(x) for x in value.split("-"))
-                _within(s, lo, hi, *self._smi.sclk_range(h))
-                self._smi.set_sclk_range(h, lo, hi)
-        except self._error as e:
-            raise TuningError(f"amd-smi cannot set {s.name}={value} on GPU {s.index} ({s.pci}): {e}") from e
-
-    def _handle(self, s: Setting) -> c_void_p:
-        if s.pci not in self._handles:
-            raise TuningError(f"amd-smi does not know GPU {s.pci}; it has {', '.join(self._handles) or 'none'}")
-        return self._handles[s.pci]
-
-
-class SysfsBackend:
-    """amdgpu's files in the GPU's PCI device directory under host_root: the directory comes from discovery
-    (by PCI address), never from the text of a ledger entry, and every file is opened without following a
-    link. A clock range's original is the list of all its levels, so that restoring it is real even while
-    another container holds the manual performance level. `discover` is the AMD vendor's discovery."""
-
-    def __init__(self, root: Root, discover: Callable[[Root], VendorInventory | None]) -> None:
-        self._root = root
-        self._find = discover
-        self._devices: dict[str, str] | None = None
-
-    def close(self) -> None:
-        """Nothing to close."""
-
-    def get(self, s: Setting) -> str:
-        """The current value (a clock range: every level, forced or not)."""
-        if s.name == "perf_level":
-            return self._read(s, "power_dpm_force_performance_level")
-        if s.name == "power_cap":
-            return self._read(s, self._hwmon(s, "power1_cap"))
-        if s.name == "fan":
-            mode = self._read(s, self._fan_file(s, "pwm1_enable"))
-            if mode == "1":
-                return "manual " + self._read(s, self._fan_file(s, "pwm1"))
-            return "full" if mode == "0" else "auto"
-        return "levels " + " ".join(str(i) for i, _ in self._sclk_levels(s))
-
-    def set(self, s: Setting, value: str) -> None:
-        """Write a value; sclk writes the indices of the DPM levels inside the range (manual level needed)."""
-        if s.name == "perf_level":
-            self._write(s, "power_dpm_force_performance_level", value)
-        elif s.name == "fan":
-            self._set_fan(s, value)
-        elif s.name == "power_cap":
-            cap = self._hwmon(s, "power1_cap")
-            most = self._read_optional(s, cap.replace("power1_cap", "power1_cap_max"))
-            if most.isdigit() and value.isdigit() and int(value) > int(most):
-                raise TuningError(f"GPU {s.index} ({s.pci}) takes a power cap of at most {int(most) // 1_000_000} W "
-                                  f"(power1_cap_max): {int(value) // 1_000_000} W refused")
-            self._write(s, cap, value)
-        elif value.startswith("levels "):  # a restore: every level the GPU had
-            self._write(s, "pp_dpm_sclk", value.removeprefix("levels "))
-        elif value != "default":  # the kernel drops forced levels when the performance level leaves manual
-            lo, hi = (int(x) for x in value.split("-"))
-            levels = self._sclk_levels(s)
-            _within(s, lo, hi, min(m for _, m in levels), max(m for _, m in levels))
-            chosen = [str(i) for i, mhz in levels if lo <= mhz <= hi]
-            if not chosen:
-                have = ", ".join(str(m) for _, m in levels)
-                raise TuningError(f"GPU {s.index} ({s.pci}) has sclk levels {have} MHz: none within {value}")
-            self._write(s, "pp_dpm_sclk", " ".join(chosen))
-
-    def _set_fan(self, s: Setting, value: str) -> None:
-        """pwm1_enable 2 (automatic), 1 with pwm1 (manual, 0-255 within pwm1_min/pwm1_max), or 0 (full speed)."""
-        enable = self._fan_file(s, "pwm1_enable")
-        if value in ("auto", "full"):
-            self._write(s, enable, "2" if value == "auto" else "0")
-            return
-        if value.startswith("manual "):
-            pwm = int(value.removeprefix("manual "))
-        else:
-            least, most = (int(self._read_optional(s, enable.replace("enable", m)) or d)
-                           for m, d in (("min", 0), ("max", 255)))
-            pwm = (int(value) * 255 + 50) // 100
-            if not least <= pwm <= most:
-                low, high = (-(-least * 100 // 255), most * 100 // 255)
-                raise TuningError(f"GPU {s.index} ({s.pci}) runs its fan at {low}-{high}% (pwm1_min/pwm1_max "
-                                  f"{least}-{most}): {value}% refused")
-        self._write(s, enable, "1")
-        self._write(s, enable.replace("_enable", ""), str(pwm))
-
-    def _fan_file(self, s: Setting, name: str) -> str:
-        try:
-            return self._hwmon(s, name)
+            return AmdSmiBackend(library, SysfsBackend(root, discover))
         except TuningError:
-            raise TuningError(f"GPU {s.index} ({s.pci}) has no fan control (no hwmon {name}: a passively cooled "
-                              "board is cooled by its chassis): remove gpuhook.dev/fan") from None
-
-    def _sclk_levels(self, s: Setting) -> list[tuple[int, int]]:
-        levels = []
-        for line in self._read(s, "pp_dpm_sclk").splitlines():
-            index, _, rest = line.partition(":")
-            mhz = rest.strip().lower().split("mhz")[0].strip()
-            if index.strip().isdigit() and mhz.isdigit():
-                levels.append((int(index), int(mhz)))
-        if not levels:
-            raise TuningError(f"cannot read the sclk levels of GPU {s.index} ({s.pci}) from pp_dpm_sclk")
-        return levels
-
-    def _device(self, s: Setting) -> str:
-        """The GPU's PCI device directory, as discovery finds it under the host root."""
-        if self._devices is None:
-            inv = self._find(self._root)
-            self._devices = {g.pci: g.sysfs for g in (inv.gpus if inv else ()) if g.sysfs}
-        if s.pci not in self._devices:
-            raise TuningError(f"GPU {s.pci} is not among the host's AMD GPUs with amdgpu sysfs files")
-        return self._root.lexical(self._devices[s.pci])
-
-    def _hwmon(self, s: Setting, name: str) -> str:
-        """The GPU's hwmon file `name`, relative to its device directory."""
-        device = self._device(s)
-        hwmon = [n for n in self._root.listdir(f"{self._root.to_host(device)}/hwmon")
-                 if n.startswith("hwmon") and n[5:].isdigit()]
-        found = [f"hwmon/{n}/{name}" for n in hwmon if os.path.isfile(f"{device}/hwmon/{n}/{name}")]
-        if not found:
-            raise TuningError(f"GPU {s.index} ({s.pci}) has no hwmon {name}")
-        return found[0]
-
-    def _read(self, s: Setting, name: str) -> str:
-        try:
-            fd = os.open(f"{self._device(s)}/{name}", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-            with os.fdopen(fd) as f:
-                return f.read(4096).strip()
-        except OSError as e:
-            raise TuningError(f"cannot read {name} of GPU {s.index} ({s.pci}): {e.strerror}") from e
-
-    def _read_optional(self, s: Setting, name: str) -> str:
-        try:
-            return self._read(s, name)
-        except TuningError:
-            return ""
-
-    def _write(self, s: Setting, name: str, value: str) -> None:
-        try:
-            fd = os.open(f"{self._device(s)}/{name}", os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC)
-            with os.fdopen(fd, "w") as f:
-                f.write(value + "\n")
-        except OSError as e:
-            raise TuningError(f"cannot write {value} to {name} of GPU {s.index} ({s.pci}): {e.strerror}") from e
+            pass  # a library that does not start or list its GPUs: the kernel's files still work
+    return SysfsBackend(root, discover)

@@ -1,9 +1,8 @@
-"""AMD and KFD-compatible DCUs: KFD topology GPUs, /dev/kfd and the /dev/dri nodes of each GPU; amdsmi or
-amdgpu sysfs tuning."""
+"""AMD's GPU path: KFD topology GPUs, /dev/kfd and the /dev/dri nodes of each GPU, compute partitions.
+Its other parts: tuning.py, telemetry.py, kubernetes.py, sim.py (no stack part: the image's ROCm is plan/compat's;
+no doctor part: ROCm user space is the image's or host-rocm's)."""
 
 from __future__ import annotations
-
-import os
 
 from gpuhook.edits import DeviceNode, Edits
 from gpuhook.host.devnodes import read_node
@@ -16,11 +15,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from gpuhook.config import Policy
-    from gpuhook.host.image import InRoot
     from gpuhook.host.root import Root
-    from gpuhook.request.tuning import Tuning
-    from gpuhook.simulator.host import HostSpec
-    from gpuhook.vendors.contract import Backend, DraDevice, Setting, Source
 
 NAME = "amd"
 LABEL = "AMD"
@@ -30,9 +25,6 @@ NONE_MEANS_DRIVER = False
 CAPABILITIES_ENV: str | None = None
 CDI_KIND = "amd.com/gpu"
 DOCKER_GPUS_HOOK: str | None = None  # Docker 28.3+ sets AMD_VISIBLE_DEVICES for its "amd" driver, without a hook
-SHARING: tuple[str, ...] = ("time-slicing",)
-STACK: str | None = None
-SLICE_RESOURCE = "amd.com/{profile}"  # partitions are GPUs of their own: never asked (no slices beside them)
 KFD = "/dev/kfd"
 KFD_PROC = "/sys/class/kfd/kfd/proc"  # other tenants' GPU processes
 _NODES = "/sys/class/kfd/kfd/topology/nodes"
@@ -91,92 +83,3 @@ def hardening(policy: Policy) -> Edits:
 def procfs_files(root: Root, gpus: Sequence[Gpu], policy: Policy) -> tuple[str, dict[str, str]] | None:
     """AMD's driver has no procfs of its own to copy."""
     return None
-
-
-def settings(tuning: Tuning, gpu: Gpu) -> tuple[Setting, ...]:
-    """The performance level (manual for a clock range), sclk levels, the hwmon power cap and fan, by the GPU's PCI
-    device directory (amd/settings.py)."""
-    from gpuhook.vendors.amd.settings import settings as sysfs_settings
-
-    return sysfs_settings(NAME, "AMD", tuning, gpu)
-
-
-def sharing(tuning: Tuning, gpus: Sequence[Gpu], directory: str) -> tuple[tuple[Setting, ...], Edits]:
-    """No daemon shares these GPUs: MPS is NVIDIA's."""
-    from gpuhook.vendors.amd.settings import no_daemon
-
-    return no_daemon("AMD", tuning, gpus)
-
-
-def repartition(root: Root, gpu: Gpu, layout: dict[str, object], dry_run: bool = False) -> str:
-    """Compute (SPX, DPX, QPX, CPX) and memory (NPS1, NPS4) partition modes (partitions.py)."""
-    from gpuhook.vendors.amd import partitions as amd_partitions
-
-    return amd_partitions.repartition(root, gpu.pci, layout, dry_run=dry_run)
-
-
-def backend(root: Root, state_dir: str) -> Backend:
-    """amd-smi on the host's /opt/rocm/lib/libamd_smi.so where it loads, else amdgpu's sysfs files."""
-    from gpuhook.errors import TuningError
-    from gpuhook.vendors.amd.tuning import AmdSmiBackend, SysfsBackend
-
-    library = os.path.join(root.resolve("/opt/rocm"), "lib/libamd_smi.so")
-    if os.path.exists(library):
-        try:
-            return AmdSmiBackend(library, SysfsBackend(root, discover))
-        except TuningError:
-            pass  # a library that does not start or list its GPUs: the kernel's files still work
-    return SysfsBackend(root, discover)
-
-
-def telemetry(root: Root, inv: VendorInventory) -> Source:
-    """amdsmi on the host's /opt/rocm/lib/libamd_smi.so where it loads, else amdgpu's sysfs files."""
-    from gpuhook.errors import DiscoveryError
-    from gpuhook.vendors.amd.readings import AmdSmiTelemetry, SysfsTelemetry
-
-    rocm = root.resolve("/opt/rocm")
-    if os.path.exists(os.path.join(rocm, "lib/libamd_smi.so")):
-        try:
-            return AmdSmiTelemetry(rocm)
-        except DiscoveryError:
-            pass  # an amdsmi package that does not fit the host's library: the kernel's files still work
-    return SysfsTelemetry(root)
-
-
-def labels(inv: VendorInventory, root: Root, replicas: int, strategy: str = "none",
-           sharing: str = "time-slicing") -> dict[str, str]:
-    """ROCm release, in-tree, gfx targets and the node labeller's amd.com/ labels (node_labels.py). Reads sysfs."""
-    from gpuhook.vendors.amd import node_labels as amd_labels
-    from gpuhook.vendors.amd import partitions as amd_partitions
-
-    return {**amd_labels.labels(inv, root, replicas), **amd_partitions.labels(root, inv)}
-
-
-def dra_devices(inv: VendorInventory, root: Root) -> tuple[DraDevice, ...]:
-    """The DRA driver's devices: whole GPUs and compute partitions, as gpu.amd.com names them (dra.py). Reads
-    KFD and sysfs."""
-    from gpuhook.vendors.amd import dra
-
-    return dra.dra_devices(inv, root)
-
-
-def image_stack(image: InRoot, notes: list[str]) -> str | None:
-    """No STACK: the image's ROCm is checked by plan/compat itself."""
-    return None
-
-
-def stack_window(inv: VendorInventory) -> tuple[str, str] | None:
-    """No STACK."""
-    return None
-
-
-def checks(inv: VendorInventory) -> tuple[tuple[str, str, str], ...]:
-    """Nothing beyond the device nodes: ROCm user space is the image's (or host-rocm's)."""
-    return ()
-
-
-def simulate(root: str, spec: HostSpec, count: int) -> None:
-    """The simulator's amdgpu: KFD topology, DRM nodes, amdgpu sysfs and a stub libamd_smi."""
-    from gpuhook.vendors.amd import sim as sim_amd
-
-    sim_amd.build(root, spec, count)

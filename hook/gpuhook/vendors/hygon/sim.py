@@ -22,6 +22,21 @@ GFX928 = 90208
 IDLE = sim_telemetry.Telemetry(0, 268435456, VRAM, 60000, 36, 1500)  # an idle K100_AI, as its sysfs files say
 
 
+STATE = ""  # no stub library of its own keeps state
+REACTIONS: tuple[str, ...] = ()
+
+
+def react(root: str, spec: HostSpec, what: str, index: int, value: str) -> HostSpec | None:
+    """No reactions: DCU partitions are not simulated."""
+    from gpuhook.errors import SimulatorError
+
+    raise SimulatorError(f"the simulated Hygon driver does not react to {what!r}")
+
+
+def settle(root: str) -> None:
+    """Nothing to follow."""
+
+
 def build(root: str, spec: HostSpec, count: int) -> None:
     """`count` DCUs, numbered after the KFD nodes, cards and render nodes already there (a BMC's card0 first)."""
     if spec.amd:

@@ -7,7 +7,7 @@ import os
 import time
 
 from gpuhook.host import ldcache
-from gpuhook.host.inventory import DriverFile
+from gpuhook.host.inventory import DriverFile, VendorInventory
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -150,3 +150,9 @@ def _find_library(root: Root, cache: dict[str, list[str]] | None, stem: str, rea
     read.update(root.resolve(os.path.dirname(c)) for c in candidates)
     read.update(os.path.dirname(r) for r in found)
     return found
+
+
+def nvml_library(inv: VendorInventory | None) -> str | None:
+    """The driver's libnvidia-ml.so.<version> among the files discovery found (host path), if any."""
+    return next((f.source for f in (inv.files if inv else ()) if os.path.basename(f.source).startswith(
+        "libnvidia-ml.so.")), None)

@@ -34,6 +34,27 @@ NVIDIA_TOOLS = {"nvidia-smi": "nvidia_smi.c", "nvidia-debugdump": "tool.c", "nvi
 IDLE = sim_telemetry.Telemetry(0, 567017472, 85520809984, 72000, 33, 1980)
 
 
+STATE = "nvml"  # the stub NVML's tunables, fans and MIG instances (nvml, nvml.mig, nvml.migmode)
+REACTIONS: tuple[str, ...] = ("mig-sync",)
+
+
+def react(root: str, spec: HostSpec, what: str, index: int, value: str) -> HostSpec | None:
+    """mig-sync: the stub NVML created or destroyed MIG instances; the driver's procfs capabilities of them follow
+    in place."""
+    from gpuhook.vendors.nvidia import sim_mig
+
+    sim_mig.sync(root)
+    return None
+
+
+def settle(root: str) -> None:
+    """The MIG devices' procfs capabilities and nodes follow the stub NVML's kept table, if it has one."""
+    if os.path.exists(f"{root}{SIM_STATE}/nvml.mig"):
+        from gpuhook.vendors.nvidia import sim_mig
+
+        sim_mig.sync(root, nodes=True)
+
+
 def build(root: str, spec: HostSpec, count: int) -> None:
     """procfs, /dev/nvidia* nodes, stub driver libraries (SONAMEs, a real ld.so.cache) and tools."""
     v = spec.nvidia_driver
