@@ -9,7 +9,8 @@
 #                           that build, copied whole to /opt/gpuhook; it needs no Python, compiler or package manager
 #   ./install.sh --bundle DIR|TARBALL  install this self-contained build (--binary DIR: the same)
 #   ./install.sh --demo     the same, then `gpuhook demo` (a container through the shim; simulated GPUs if none)
-#   ./install.sh --configure docker,containerd   also register gpuhook with these engines (gpuhook configure)
+#   ./install.sh --configure ENGINE,...   also register gpuhook with these engines (gpuhook configure ENGINE, whose
+#                              choices are the engines gpuhook knows: gpuhook configure --help)
 #   ./install.sh --uninstall   revert those registrations, remove the links and the installation (the config stays)
 #   ./install.sh --cdi         also write CDI specs (gpuhook cdi generate) and enable the systemd units that
 #                              regenerate them after a driver change (gpuhook-cdi-refresh.path)
@@ -63,7 +64,7 @@ while [ $# -gt 0 ]; do
     --no-native) native=--no-native ;;
     --bundle|--binary) bundle="${2:-}"; shift ;;
     --bundle=*|--binary=*) bundle="${1#*=}" ;;
-    *) echo "usage: $0 [--demo] [--configure docker,containerd,crio,podman] [--bundle DIR|TARBALL] [--cdi] [--warm]" \
+    *) echo "usage: $0 [--demo] [--configure ENGINE,...] [--bundle DIR|TARBALL] [--cdi] [--warm]" \
             "[--no-warm] [--no-nvidia-hook] [--no-native] | --uninstall" >&2
        exit 2 ;;
   esac

@@ -10,7 +10,9 @@ from __future__ import annotations
 import glob
 import os
 
-from gpuhook.apply.cdi_readers import ENGINES, Reader, reader, version_in
+from gpuhook.apply.cdi_readers import Reader, version_in
+from gpuhook.engines.engine import cdi_since
+from gpuhook.engines.table import cdi_consumers, reader
 from gpuhook.errors import CdiError, ProcessError, one_line
 from gpuhook.proc import run
 
@@ -68,31 +70,36 @@ def installed_readers(given: list[str] | None = None) -> tuple[Reader, ...]:
                 continue
             engine, eq, version = item.partition("=")
             if not eq or version_in(version) is None:
-                raise CdiError(f"--engine {item!r}: expected ENGINE=VERSION, e.g. podman=4.3.1 (engines: "
-                               f"{', '.join(ENGINES)}; or none)")
+                raise CdiError(f"--engine {item!r}: expected ENGINE=VERSION, e.g. {_example()} (engines: "
+                               f"{', '.join(e.name for e in cdi_consumers())}; or none)")
             try:
                 out.append(reader(engine, version_in(version) or ""))
             except ValueError as e:
                 raise CdiError(str(e)) from e
         return tuple(out)
     found = []
-    for engine, (argv, _, _) in ENGINES.items():
-        program = next((p for d in _SEARCH if os.access(p := os.path.join(d, argv[0]), os.X_OK)), None)
+    for consumer in cdi_consumers():
+        program = next((p for d in _SEARCH if os.access(p := os.path.join(d, consumer.program), os.X_OK)), None)
         if program is None:
             continue
         try:
-            named = version_in(run([program, *argv[1:]], timeout=10))
+            named = version_in(run([program, "--version"], timeout=10))
         except ProcessError:
             continue
         if named:
-            found.append(reader(engine, named))
+            found.append(consumer.reader(named))
     return tuple(found)
+
+
+def _example() -> str:
+    """An ENGINE=VERSION: the first CDI consumer at its first release that reads CDI specs (docker=25.0.0)."""
+    return next((f"{e.name}={e.cdi.releases[0][0]}" for e in cdi_consumers() if e.cdi is not None), "ENGINE=1.2.3")
 
 
 def describe(readers: tuple[Reader, ...]) -> str:
     """One line: which installed engines read CDI specs, and up to which cdiVersion."""
     if not readers:
-        return "no CDI consumer found (Podman, containerd >= 1.7, Docker >= 25, CRI-O)"
+        return "no CDI consumer found (" + ", ".join(f"{e.label} >= {cdi_since(e)}" for e in cdi_consumers()) + ")"
     parts = [f"{r.label} reads cdiVersion up to {r.highest} (container-device-interface {r.library})" if r.library
              else f"{r.label} reads no CDI specs" for r in readers]
     return "CDI consumers: " + "; ".join(parts)

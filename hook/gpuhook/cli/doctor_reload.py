@@ -14,6 +14,8 @@ import os
 
 from gpuhook.apply.containers import live_records
 from gpuhook.cli.findings import Finding
+from gpuhook.engines.engine import CgroupDriver
+from gpuhook.engines.table import all_engines
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -21,31 +23,22 @@ if TYPE_CHECKING:
     from gpuhook.host.inventory import Inventory
 
 SYSTEMD_RUNNING = "/run/systemd/system"  # exists when systemd is the init (sd_booted)
-# where each engine says which cgroup driver it uses, and its program (installed without that file, it uses its
-# default: systemd_driver reads an empty text)
-DRIVER_FILES = {
-    "docker": ("/etc/docker/daemon.json", "dockerd"),
-    "containerd": ("/etc/containerd/config.toml", "containerd"),
-    "crio": ("/etc/crio/crio.conf", "crio"),
-    "podman": ("/etc/containers/containers.conf", "podman"),
-    "kubelet": ("/var/lib/kubelet/config.yaml", "kubelet"),
-}
+# who else sets a cgroup driver: the kubelet (kubeadm writes it; the default is cgroupfs), as (name, program, driver)
+OTHERS = (("kubelet", "kubelet", CgroupDriver(path="/var/lib/kubelet/config.yaml", systemd_mark="cgroupdriver:systemd",
+                                              cgroupfs_mark="", default="cgroupfs")),)
 HOOK_FILES = ("/usr/share/containers/oci/hooks.d/gpuhook.json", "/etc/containers/oci/hooks.d/gpuhook.json")
-_HOOK_ENGINES = ("podman", "crio")  # those that run hooks.d entries
 
 
-def systemd_driver(engine: str, text: str, cgroup_v2: bool) -> bool:
-    """Whether `engine`, whose config file holds `text`, uses the systemd cgroup driver: what the file says, else the
-    engine's default (Docker: systemd on cgroup v2 hosts; CRI-O and Podman: systemd; containerd, kubelet: cgroupfs).
-    Pure."""
-    flat = "".join(text.split()).lower()
-    if engine == "docker":
-        return "native.cgroupdriver=systemd" in flat or (cgroup_v2 and "native.cgroupdriver=cgroupfs" not in flat)
-    if engine == "containerd":
-        return "systemdcgroup=true" in flat
-    if engine in ("crio", "podman"):
-        return 'cgroup_manager="cgroupfs"' not in flat
-    return "cgroupdriver:systemd" in flat  # the kubelet (kubeadm writes it; the default is cgroupfs)
+def cgroup_drivers() -> tuple[tuple[str, str, CgroupDriver], ...]:
+    """Who may use the systemd cgroup driver here, as (name, program, where its driver is set): every engine (its
+    record's cgroup driver: installed without that file, it uses its default) and OTHERS."""
+    return (*((e.name, e.program, e.cgroup) for e in all_engines()), *OTHERS)
+
+
+def systemd_driver(name: str, text: str, cgroup_v2: bool) -> bool:
+    """Whether engine (or kubelet) `name`, whose config file holds `text`, uses the systemd cgroup driver: what the
+    file says, else its default (cgroup_drivers). Pure; KeyError for a name none has."""
+    return {who: driver for who, _, driver in cgroup_drivers()}[name].systemd(text, cgroup_v2)
 
 
 def version(text: str, name: str) -> tuple[int, ...] | None:
@@ -63,9 +56,12 @@ def version(text: str, name: str) -> tuple[int, ...] | None:
 
 
 def assess(runc: tuple[int, ...] | None, systemd: tuple[int, ...] | None, drivers: list[str], scoped: list[str],
-           hook_files: list[str], unlinked: list[str]) -> list[Finding]:
+           hook_files: list[str], unlinked: list[str], hooks_d: frozenset[str] | None = None) -> list[Finding]:
     """The findings, from: runc's and systemd's versions (None: not runc / not found), the engines using the systemd
-    driver, GPU containers in systemd scopes, gpuhook's hooks.d files, GPU nodes without a /dev/char link. Pure."""
+    driver, GPU containers in systemd scopes, gpuhook's hooks.d files, GPU nodes without a /dev/char link, and the
+    engines that run hooks.d entries (default: those whose records say so). Pure."""
+    if hooks_d is None:
+        hooks_d = frozenset(e.name for e in all_engines() if e.hooks_d)
     users = [*drivers, *(f"container {c}" for c in scoped)]
     if not users:
         return [Finding("ok", "no engine here uses the systemd cgroup driver: daemon-reload leaves GPU containers' "
@@ -89,7 +85,7 @@ def assess(runc: tuple[int, ...] | None, systemd: tuple[int, ...] | None, driver
     else:
         out.append(Finding("ok", f"the systemd cgroup driver ({who}) keeps the spec's device rules across "
                            "daemon-reload"))
-    hooked = [e for e in drivers if e in _HOOK_ENGINES]
+    hooked = [e for e in drivers if e in hooks_d]
     if hook_files and (hooked or scoped):
         out.append(Finding("warn", f"hook mode ({', '.join(hook_files)}) with the systemd cgroup driver "
                            f"({', '.join(hooked or users)}): the device rules gpuhook's hook adds are not in the "
@@ -108,22 +104,22 @@ def checks(config: Config, inventory: Inventory) -> list[Finding]:
     from gpuhook.apply.dev_char_links import state, wanted
     from gpuhook.host.root import Root
 
-    drivers = []
-    for engine, (path, program) in DRIVER_FILES.items():
+    systemd_users = []
+    for name, program, driver in cgroup_drivers():
         try:
-            with open(path) as f:
+            with open(driver.path) as f:
                 text = f.read(1 << 20)
         except OSError:
             if _which(program) is None:
                 continue
             text = ""
-        if systemd_driver(engine, text, unified()):
-            drivers.append(engine)
+        if driver.systemd(text, unified()):
+            systemd_users.append(name)
     root = Root(config.host_root)
     nodes = [n for v in inventory.vendors for n in (*v.shared_nodes, *(n for g in v.gpus for n in g.nodes))]
     unlinked = [link.node for link in wanted(nodes) if state(root, link) != "ok"]
     return assess(version(_first_line(config.runtime, "--version"), "runc"),
-                  version(_first_line("systemctl", "--version"), "systemd"), drivers,
+                  version(_first_line("systemctl", "--version"), "systemd"), systemd_users,
                   _scoped(config.state_dir), [p for p in HOOK_FILES if os.path.exists(p)], unlinked)
 
 

@@ -10,6 +10,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
 
+    from gpuhook.apply.cdi_readers import Reader
+    from gpuhook.engines.engine import Engine
+
 
 def simulate(args: argparse.Namespace) -> int:
     """`gpuhook simulate`: build a fake GPU host tree. Writes files, makes device nodes."""
@@ -65,57 +68,63 @@ def configure(args: argparse.Namespace) -> int:
 
     from gpuhook.configfile import config_path
     from gpuhook.engines.files import configure, revert
-    from gpuhook.engines.registration import DEFAULT_PATHS
+    from gpuhook.engines.table import named
     from gpuhook.engines.wanted import Wanted
 
-    path = args.config_path or DEFAULT_PATHS[args.engine]
+    engine = named(args.engine)
+    path = args.config_path or engine.config_path
     here = os.path.dirname(os.path.abspath(sys.argv[0]))
     if args.revert:
-        outcome = revert(args.engine, path, args.dry_run)
+        outcome = revert(engine.name, path, args.dry_run)
     else:
-        if args.cdi and args.engine == "docker":
-            _docker_reads_cdi()
-        cdi = args.cdi or (args.engine == "containerd" and _containerd_has_cdi())
+        cdi = _cdi(engine, args.cdi)
         from gpuhook.proc import beside
 
         hook = beside(here, "gpuhook-hook", os.path.join(here, "gpuhook"))  # the hook's native front end, else gpuhook
         wanted = Wanted(os.path.abspath(args.runtime_path or os.path.join(here, "gpuhook-runtime")), hook,
                         config_path()[0], args.set_default, cdi)
-        outcome = configure(args.engine, path, wanted, args.dry_run)
+        outcome = configure(engine.name, path, wanted, args.dry_run)
     if outcome.diff:
         print(outcome.diff, end="")
     print(("changed " + outcome.path + ": " if outcome.changed else "") + outcome.next_step)
     return 0
 
 
-def _docker_reads_cdi() -> None:
-    """Refuse features.cdi for the installed Docker when it is older than 25 (it would ignore the key). Runs
-    `dockerd --version`; a host without dockerd is not judged (the file may be for another)."""
-    from gpuhook.errors import EngineConfigError, ProcessError
-    from gpuhook.proc import run
+def _cdi(engine: Engine, asked: bool) -> bool:
+    """Whether configure turns CDI on in `engine`'s config: where its switch is automatic, on --cdi or where the
+    installed release reads CDI specs; else on --cdi, refused (EngineConfigError) where the installed release reads
+    none. Runs `PROGRAM --version` when that decides; an engine that is not installed is not judged (the file may be
+    for another host's)."""
+    switch = engine.cdi
+    if switch is None or not switch.setting:
+        return asked  # nothing to write: the engine reads CDI specs unasked, or never
+    if asked == switch.automatic:  # --cdi where it is automatic, or no --cdi where it waits for one
+        return asked
+    release = _installed_reader(engine)
+    if switch.automatic:
+        return release is not None and bool(release.library)
+    if release is not None and not release.library:
+        from gpuhook.engines.engine import cdi_since
+        from gpuhook.errors import EngineConfigError
 
-    try:
-        text = run(["dockerd", "--version"], timeout=10)
-    except ProcessError:
-        return
-    words = text.replace(",", " ").split()
-    version = words[2] if len(words) > 2 and words[:2] == ["Docker", "version"] else ""
-    major = version.split(".")[0]
-    if major.isdigit() and int(major) < 25:
-        raise EngineConfigError(f"--cdi: Docker {version} reads no CDI specs (features.cdi needs Docker 25 or later); "
-                                "nothing was changed: drop --cdi (--gpus and --runtime gpuhook need no CDI)")
+        raise EngineConfigError(f"--cdi: {release.label} reads no CDI specs ({switch.setting} needs {engine.label} "
+                                f"{cdi_since(engine)} or later); nothing was changed: drop --cdi (--runtime gpuhook "
+                                "needs no CDI)")
+    return True
 
 
-def _containerd_has_cdi() -> bool:
-    """Whether the containerd on PATH is 1.7 or later (it reads CDI specs once enable_cdi is set)."""
-    from gpuhook.engines.containerd import supports_cdi
+def _installed_reader(engine: Engine) -> Reader | None:
+    """The installed release of `engine` as a CDI reader; None where its program is not there or names no release.
+    Runs `PROGRAM --version`."""
+    from gpuhook.apply.cdi_readers import version_in
     from gpuhook.errors import ProcessError
     from gpuhook.proc import run
 
     try:
-        return supports_cdi(run(["containerd", "--version"], timeout=10))
+        version = version_in(run([engine.program, "--version"], timeout=10))
     except ProcessError:
-        return False
+        return None
+    return engine.reader(version) if version else None
 
 
 def _write(path: str, text: str) -> None:

@@ -5,8 +5,9 @@ Which annotations reach the runtime is the kubelet's authority made concrete: `c
 the allocation key, which only the device plugin's Allocate answer carries (the kubelet puts it on the
 container); `pod_annotations` passes every other gpuhook.dev/ key by name (a pod author's GPU request reaches
 gpuhook and is refused with how to ask, tuning requests reach it too) but never the allocation key, so no pod
-annotation can pose as an allocation. CDI is turned on where containerd has it (1.7 and later). k3s's and RKE2's
-Go templates of the file (config.toml.tmpl, config-v3.toml.tmpl) are containerd_template.py's.
+annotation can pose as an allocation. CDI is turned on where containerd has it (1.7 and later: its record's CDI
+releases, engines/table.py). k3s's and RKE2's Go templates of the file (config.toml.tmpl, config-v3.toml.tmpl) are
+containerd_template.py's.
 """
 
 from __future__ import annotations
@@ -60,15 +61,6 @@ def add_runtime(doc: Any, version: int, wanted: Wanted) -> Any:
     runtime["options"] = options
     _table(containerd, "runtimes")["gpuhook"] = runtime
     return containerd
-
-
-def supports_cdi(version_output: str) -> bool:
-    """Whether `containerd --version` names a release with CDI (1.7 or later)."""
-    for word in version_output.split():
-        parts = word.lstrip("v").split("~")[0].split(".")
-        if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
-            return (int(parts[0]), int(parts[1])) >= (1, 7)
-    return False
 
 
 def _table(parent: Any, key: str) -> Any:

@@ -76,3 +76,9 @@ def restart_hint(path: str) -> str:
     if "/rancher/k3s/" in path:
         return "restart k3s (systemctl restart k3s, or k3s-agent on agents) to render containerd's config"
     return "restart the service that renders this template into containerd's config"
+
+
+def rendered_by(path: str, text: str) -> str:
+    """What to restart where `path` (holding `text`) is a template a distribution renders into containerd's config;
+    "" where it is containerd's own file."""
+    return restart_hint(path) if is_template(path, text) else ""

@@ -22,4 +22,14 @@ def render(wanted: Wanted) -> str:
              if wanted.config and wanted.config != DEFAULT_PATH else ""))
 
 
+def ignored(path: str, text: bytes) -> tuple[str, str] | None:
+    """(what, fix) where the drop-in at `path` lists gpuhook.dev/ keys in allowed_annotations (an earlier gpuhook
+    wrote them), which makes CRI-O ignore the whole handler; None otherwise. Pure."""
+    if b"allowed_annotations" in text and b"gpuhook.dev/" in text:
+        return (f"{path} lists gpuhook.dev/ keys in allowed_annotations (written by an earlier gpuhook): CRI-O takes "
+                "only its own keys there and ignores the whole gpuhook handler", "gpuhook configure crio, then restart "
+                "CRI-O")
+    return None
+
+
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # CRI-O's own default monitor_env

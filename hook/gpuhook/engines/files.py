@@ -6,7 +6,8 @@ import difflib
 import os
 
 from gpuhook.atomic import write_text
-from gpuhook.engines.registration import render, restart
+from gpuhook.engines.engine import restart
+from gpuhook.engines.table import named
 from gpuhook.engines.wanted import Wanted
 from gpuhook.errors import EngineConfigError
 from gpuhook.frozen import frozen
@@ -25,9 +26,9 @@ class Outcome:
 
 
 def configure(engine: str, path: str, wanted: Wanted, dry_run: bool = False) -> Outcome:
-    """Register gpuhook in `path`. Writes the file (and its backup) unless dry_run."""
+    """Register gpuhook with engine `engine` in `path`. Writes the file (and its backup) unless dry_run."""
     old = _read(path)
-    new = render(engine, old or "", wanted, path)
+    new = named(engine).render(old or "", wanted, path)
     diff = "".join(difflib.unified_diff((old or "").splitlines(True), new.splitlines(True), path, path))
     if new == old:
         return Outcome(path, False, "", f"{path} already registers gpuhook: nothing to do")
@@ -39,7 +40,8 @@ def configure(engine: str, path: str, wanted: Wanted, dry_run: bool = False) -> 
 
 
 def revert(engine: str, path: str, dry_run: bool = False) -> Outcome:
-    """Put back the bytes `path` had before gpuhook first changed it (or remove it if it did not exist)."""
+    """Put back the bytes `path` had before gpuhook first changed it (or remove it if it did not exist); the same for
+    every engine. Writes (or removes) the file unless dry_run."""
     current = _read(path) or ""
     if os.path.exists(path + SUFFIX + ".absent"):
         diff = "".join(difflib.unified_diff(current.splitlines(True), [], path, "/dev/null"))
@@ -61,13 +63,12 @@ def revert(engine: str, path: str, dry_run: bool = False) -> Outcome:
                    else "dry run: nothing was written")
 
 
-def _restart(engine: str, path: str, text: str, reverted: bool = False) -> str:
-    """What to restart for `engine` to see the change (k3s and RKE2 for their containerd templates)."""
-    from gpuhook.engines.containerd_template import is_template, restart_hint
-
-    if engine == "containerd" and is_template(path, text):
-        return restart_hint(path)
-    return restart(engine, reverted, systemd=os.path.isdir("/run/systemd/system"))
+def _restart(name: str, path: str, text: str, reverted: bool = False) -> str:
+    """What to restart for engine `name` to see the change: the service that renders `path` where another does
+    (k3s and RKE2 for their containerd templates), else the engine's daemon."""
+    engine = named(name)
+    hint = engine.rendered_by(path, text) if engine.rendered_by is not None else ""
+    return hint or restart(engine, reverted, systemd=os.path.isdir("/run/systemd/system"))
 
 
 def _read(path: str) -> str | None:

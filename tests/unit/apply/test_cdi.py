@@ -76,7 +76,7 @@ def test_yaml_is_block_style_with_json_scalars() -> None:
 
 
 def test_the_installed_consumers_cap_the_version_and_the_warning_says_what_to_add(fake_host: FakeHost) -> None:
-    from gpuhook.apply.cdi_readers import reader
+    from gpuhook.engines.table import reader
 
     host = fake_host(amd=2)
     inv = discover(Root(host)).vendor("amd")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpuhook.apply.cdi_readers import Reader, common_highest, reader, version_in
+from gpuhook.apply.cdi_readers import Reader, common_highest, library_in, version_in
+from gpuhook.engines.table import reader
 
 VERSIONS = [
     ("podman version 4.3.1", "4.3.1"),
@@ -46,8 +47,15 @@ def test_releases(engine: str, release: str, library: str, highest: str) -> None
 
 def test_the_lowest_reader_limits_and_non_readers_do_not() -> None:
     readers = (reader("podman", "4.3.1"), reader("containerd", "1.6.20"), reader("docker", "26.1.4"))
-    assert common_highest(readers) == ("0.5.0", Reader("podman", "4.3.1", "0.5.2"))
+    assert common_highest(readers) == ("0.5.0", Reader("podman", "4.3.1", "0.5.2", "Podman"))
     assert common_highest((reader("docker", "20.10.24"),)) is None and common_highest(()) is None
     assert readers[0].label == "Podman 4.3.1"
     with pytest.raises(ValueError, match="unknown CDI consumer"):
         reader("lxd", "5.0")
+
+
+def test_a_release_table_reads_from_its_first_row_on() -> None:
+    rows = (("1.0.0", "0.5.0"), ("1.2.0", "0.6.0"))
+    assert [library_in(rows, v) for v in ("0.9", "1.0.0", "1.1.9", "1.2.0", "9.0")] == ["", "0.5.0", "0.5.0",
+                                                                                        "0.6.0", "0.6.0"]
+    assert Reader("toy", "1.0", "0.5.0").label == "toy 1.0"  # no product: the engine's name

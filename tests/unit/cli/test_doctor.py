@@ -9,7 +9,8 @@ import pytest
 from gpuhook.cli import doctor, doctor_engines, doctor_reload
 from gpuhook.cli.doctor import run_checks
 from gpuhook.config import Config
-from gpuhook.engines import registration as engines
+from gpuhook.engines import table as engines
+from gpuhook.frozen import replace
 
 FakeHost = Callable[..., str]
 
@@ -27,14 +28,14 @@ def _no_real_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_healthy_host(fake_host: FakeHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(engines, "DEFAULT_PATHS", {})
+    monkeypatch.setattr(engines, "BUILTIN", ())
     findings = run_checks(Config(path="c", host_root=fake_host(nvidia=1, amd=1), state_dir=str(tmp_path / "s")))
     assert all(f.level == "ok" for f in findings), findings
     assert any("amd device nodes present (groups 44, 109)" in f.what for f in findings)
 
 
 def test_missing_node_fails_with_the_fix(fake_host: FakeHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(engines, "DEFAULT_PATHS", {})
+    monkeypatch.setattr(engines, "BUILTIN", ())
     host = fake_host(nvidia=2)
     os.unlink(host + "/dev/nvidia1")
     (bad,) = [f for f in run_checks(Config(path="c", host_root=host, state_dir=str(tmp_path))) if f.level != "ok"]
@@ -45,9 +46,10 @@ def test_engine_registration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fa
     daemon, crio = tmp_path / "daemon.json", tmp_path / "crio.toml"
     daemon.write_text('{"runtimes": {"gpuhook": {"path": "/usr/local/bin/gpuhook-runtime"}}}')
     crio.write_text("[crio.runtime]\n")
-    monkeypatch.setattr(engines, "DEFAULT_PATHS", {"docker": str(daemon), "crio": str(crio),
-                                                   "podman": str(tmp_path / "absent.json")})
-    monkeypatch.setattr(doctor_engines, "BINARIES", {**doctor_engines.BINARIES, "podman": "no-such-podman"})
+    monkeypatch.setattr(engines, "BUILTIN", (replace(engines.DOCKER, config_path=str(daemon)),
+                                             replace(engines.CRIO, config_path=str(crio)),
+                                             replace(engines.PODMAN, config_path=str(tmp_path / "absent.json"),
+                                                     program="no-such-podman")))
     levels = _levels(run_checks(Config(path="c", host_root=fake_host(amd=1), state_dir=str(tmp_path / "s"))))
     assert levels[f"docker: gpuhook registered in {daemon}"] == "ok"
     assert levels[f"crio: gpuhook not registered in {crio}"] == "warn"
@@ -91,7 +93,7 @@ def test_whose_gpus_hook_dockerd_runs(tmp_path: Path, content: str, whose: str) 
     hook = tmp_path / "nvidia-container-runtime-hook"
     hook.write_text(content)
     hook.chmod(0o755)
-    level, what = doctor_engines.gpus_hook(str(tmp_path))
+    level, what = doctor_engines.gpus_hook(engines.DOCKER, str(tmp_path))
     assert level == "ok" and what == f"docker --gpus: dockerd runs {hook}, {whose}" + (
         "" if whose == "gpuhook's" else " (gpuhook's hook is not used)")
 

@@ -12,7 +12,8 @@ from gpuhook.apply.dev_char_links import create, wanted
 from gpuhook.cli import doctor_reload as reload
 from gpuhook.cli.doctor import run_checks
 from gpuhook.config import Config
-from gpuhook.engines import registration as engines
+from gpuhook.engines import table as engines
+from gpuhook.frozen import replace
 from gpuhook.host.root import Root
 from gpuhook.vendors.discover import discover
 
@@ -86,10 +87,14 @@ def systemd_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "systemd-system").mkdir()
     monkeypatch.setattr(reload, "SYSTEMD_RUNNING", str(tmp_path / "systemd-system"))
     (tmp_path / "daemon.json").write_text('{"exec-opts": ["native.cgroupdriver=systemd"]}')
-    monkeypatch.setattr(reload, "DRIVER_FILES", {"docker": (str(tmp_path / "daemon.json"), "dockerd"),
-                                                 "podman": (str(tmp_path / "containers.conf"), "no-such-podman")})
+    docker, podman = engines.DOCKER, engines.PODMAN
+    monkeypatch.setattr(engines, "BUILTIN", (
+        replace(docker, config_path=str(tmp_path / "absent"), cgroup=replace(docker.cgroup,
+                                                                            path=str(tmp_path / "daemon.json"))),
+        replace(podman, config_path=str(tmp_path / "absent"), program="no-such-podman",
+                cgroup=replace(podman.cgroup, path=str(tmp_path / "containers.conf")))))
+    monkeypatch.setattr(reload, "OTHERS", ())
     monkeypatch.setattr(reload, "HOOK_FILES", (str(tmp_path / "hooks.d/gpuhook.json"),))
-    monkeypatch.setattr(engines, "DEFAULT_PATHS", {})
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
     return tmp_path
 

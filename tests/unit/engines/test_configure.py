@@ -112,9 +112,11 @@ def test_containerd_pod_annotations_are_every_key_but_the_allocation() -> None:
 def test_cdi_is_turned_on_from_containerd_1_7(output: str, cdi: bool) -> None:
     import tomllib
 
-    from gpuhook.engines.containerd import edit, supports_cdi
+    from gpuhook.apply.cdi_readers import version_in
+    from gpuhook.engines.containerd import edit
+    from gpuhook.engines.table import CONTAINERD
 
-    assert supports_cdi(output) is cdi
+    assert bool(CONTAINERD.reader(version_in(output) or "0").library) is cdi
     toml = tomllib.loads(edit("version = 2\n", Wanted(W.shim, W.gpuhook, W.config, cdi=cdi)))
     assert toml["plugins"]["io.containerd.grpc.v1.cri"].get("enable_cdi", False) is cdi
 
@@ -195,9 +197,10 @@ def test_cli_says_which_daemon_to_restart(tmp_path: Path, capsys: pytest.Capture
     (True, True, "restart dockerd (systemctl restart docker) for Docker to drop the gpuhook runtime"),
 ], ids=["systemd", "no systemd", "revert"])
 def test_restart_hint(systemd: bool, reverted: bool, says: str) -> None:
-    from gpuhook.engines.registration import restart
+    from gpuhook.engines.engine import restart
+    from gpuhook.engines.table import DOCKER
 
-    assert restart("docker", reverted, systemd).startswith(says)
+    assert restart(DOCKER, reverted, systemd).startswith(says)
 
 
 def test_broken_daemon_json_is_refused_untouched(tmp_path: Path) -> None:
@@ -218,3 +221,43 @@ def test_a_hostile_daemon_json_is_one_line(text: str, says: str) -> None:
 
     with pytest.raises(EngineConfigError, match=says):
         docker.edit(text, Wanted(shim="/usr/local/bin/gpuhook-runtime", gpuhook="/usr/local/bin/gpuhook", config=""))
+
+
+CDI_CASES = [  # (engine, its `--version` (None: not installed), --cdi, CDI turned on)
+    ("docker", "Docker version 25.0.3, build 4debf41", True, True),
+    ("docker", "Docker version 25.0.3, build 4debf41", False, False),
+    ("docker", None, True, True),  # no dockerd here: the file may be for another host's, not judged
+    ("containerd", "containerd containerd.io 1.7.13 7c3aca7", False, True),
+    ("containerd", "containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1", False, False),
+    ("containerd", "containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1", True, True),
+    ("containerd", None, False, False),
+    ("crio", "crio version 1.28.1", True, True), ("podman", "podman version 4.3.1", False, False),
+]
+
+
+@pytest.mark.parametrize(("engine", "output", "asked", "cdi"), CDI_CASES,
+                         ids=[f"{c[0]}-{i}" for i, c in enumerate(CDI_CASES)])
+def test_configure_turns_cdi_on_where_the_record_says(tmp_path: Path, engine: str, output: str | None, asked: bool,
+                                                      cdi: bool) -> None:
+    from gpuhook.cli.host_commands import _cdi
+    from gpuhook.engines.table import named
+    from gpuhook.frozen import replace
+
+    program = tmp_path / "program"
+    if output is not None:
+        program.write_text(f"#!/bin/sh\necho '{output}'\n")
+        program.chmod(0o755)
+    assert _cdi(replace(named(engine), program=str(program)), asked) is cdi
+
+
+def test_cdi_for_a_docker_that_reads_none_is_refused(tmp_path: Path) -> None:
+    from gpuhook.cli.host_commands import _cdi
+    from gpuhook.engines.table import DOCKER
+    from gpuhook.frozen import replace
+
+    program = tmp_path / "dockerd"
+    program.write_text("#!/bin/sh\necho 'Docker version 20.10.24+dfsg1, build 5d6db84'\n")
+    program.chmod(0o755)
+    with pytest.raises(EngineConfigError, match=r"^--cdi: Docker 20\.10\.24 reads no CDI specs \(features\.cdi needs "
+                                                r"Docker 25 or later\); nothing was changed: drop --cdi"):
+        _cdi(replace(DOCKER, program=str(program)), True)
