@@ -70,6 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     import argparse
 
     from gpuhook.cli.hook import STAGES
+    from gpuhook.engines import table as engines
     from gpuhook.vendors.registry import names
 
     p = argparse.ArgumentParser(prog="gpuhook", description="GPUs for containers, without privileges.")
@@ -120,8 +121,8 @@ def _parser() -> argparse.ArgumentParser:
                      "highest every installed CDI consumer parses; drops what it cannot carry and says so)")
     gen.add_argument("--if-changed", action="store_true", help="leave a spec file alone (same mtime) when what it "
                      "holds is what would be written: driver files and version, GPUs, nodes (the systemd unit's mode)")
-    engine_help = ("a CDI consumer's release instead of the installed ones (podman=4.3.1, containerd=1.7.13, "
-                   "docker=25.0.3, crio=1.28.1; repeat it; none for no consumer)")
+    engine_help = ("a CDI consumer's release instead of the installed ones (ENGINE: "
+                   f"{', '.join(e.name for e in engines.cdi_consumers())}; repeat it; none for no consumer)")
     gen.add_argument("--engine", action="append", metavar="ENGINE=VERSION", help=engine_help)
     gen.set_defaults(func=lambda a: _cdi().generate(a))
     val = cdi_sub.add_parser("validate", help="parse CDI specs as the installed engines do and print the errors they "
@@ -134,11 +135,10 @@ def _parser() -> argparse.ArgumentParser:
     lst.add_argument("--spec-dir", action="append", help="where specs are (default /etc/cdi and /var/run/cdi)")
     lst.set_defaults(func=lambda a: _cdi().list_specs(a))
     c = sub.add_parser("configure", help="register gpuhook with a container engine")
-    c.add_argument("engine", choices=("docker", "containerd", "crio", "podman"))
+    c.add_argument("engine", choices=engines.names())
     c.add_argument("--config-path", help="the engine's config file (default: its usual place)")
     c.add_argument("--set-default", action="store_true", help="make gpuhook the engine's default runtime")
-    c.add_argument("--cdi", action="store_true", help="also turn on CDI (docker: features.cdi; containerd: "
-                   "enable_cdi, the default where containerd is 1.7 or later)")
+    c.add_argument("--cdi", action="store_true", help=f"also turn on CDI ({engines.cdi_switches()})")
     c.add_argument("--dry-run", action="store_true", help="print the change, write nothing")
     c.add_argument("--revert", action="store_true", help="put back the file as it was before gpuhook changed it")
     c.add_argument("--runtime-path", help="the shim to register (default: gpuhook-runtime next to this gpuhook)")
@@ -264,7 +264,7 @@ def _device_plugin(args: argparse.Namespace) -> int:
 
 def _serve_plugin(kubelet_dir: str) -> int:
     from gpuhook.config import load
-    from gpuhook.kubernetes.daemon import run
+    from gpuhook.kubernetes.device_plugin.manager import run
 
     config = load()
     return run(config, kubelet_dir or config.kubernetes.kubelet_dir)
@@ -274,7 +274,7 @@ def _dra_driver(args: argparse.Namespace) -> int:
     from gpuhook.config import load
     from gpuhook.errors import KubernetesError
     from gpuhook.kubernetes import apiserver
-    from gpuhook.kubernetes.dra_driver import run
+    from gpuhook.kubernetes.dra.driver import run
 
     if not args.node_name:
         raise KubernetesError("dra-driver needs this node's name: --node-name, or env NODE_NAME (a DaemonSet sets "

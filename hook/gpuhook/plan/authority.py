@@ -59,7 +59,7 @@ class ClaimedDevice:
 
 @frozen
 class PreparedClaim:
-    """A ResourceClaim the DRA driver prepared on this node (kubernetes/dra_prepare.py), the runtime's grant for
+    """A ResourceClaim the DRA driver prepared on this node (kubernetes/dra/state.py), the runtime's grant for
     the containers whose CDI devices name it (request/dra_claim.py)."""
 
     uid: str

@@ -23,7 +23,7 @@ MAX_MPS_MIB = 1 << 24  # 16 TiB: above any GPU's memory
 # Never taken from env: an image's own ENV would lease GPUs or start host daemons for every container run from it,
 # with nobody asking (an annotation is always the user's, or the pod author's)
 NOT_FROM_ENV = ("exclusive", "mps", "mps-threads", "mps-memory")
-# A claim's GpuConfig field for each tuning key (kubernetes/dra_config.py parses them; messages name them)
+# A claim's GpuConfig field for each tuning key (kubernetes/dra/config.py parses them; messages name them)
 GPU_CONFIG_FIELDS = {"clocks": "clocks", "powerLimit": "power-limit", "fan": "fan", "perfLevel": "perf-level",
                      "computeMode": "compute-mode", "exclusive": "exclusive", "mps": "mps",
                      "mpsActiveThreadPercentage": "mps-threads", "mpsPinnedMemoryLimit": "mps-memory"}

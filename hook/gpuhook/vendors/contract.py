@@ -96,7 +96,7 @@ def values_or_error(values: dict[str, float], errors: list[str]) -> Reading:
 
 @frozen
 class DraDevice:
-    """One device a vendor offers to Kubernetes' DRA (kubernetes/dra_devices.py publishes it): a whole GPU, or a
+    """One device a vendor offers to Kubernetes' DRA (kubernetes/dra/devices.py publishes it): a whole GPU, or a
     slice of one (an NVIDIA MIG device, an AMD compute partition). Its attributes and capacities carry the names
     the vendor's own DRA driver publishes (bare: gpuhook's driver's domain) and are published again under that
     driver's domain (`domain`, e.g. gpu.nvidia.com), so that a claim's CEL written for it reads ours unchanged."""

@@ -6,7 +6,7 @@ import pytest
 
 from gpuhook.edits import DeviceNode
 from gpuhook.host.inventory import Gpu, VendorInventory
-from gpuhook.kubernetes.devices import Device, advertise, gpu_key, gpus_of, preferred
+from gpuhook.kubernetes.device_plugin.devices import Device, advertise, gpu_key, gpus_of, preferred
 
 U = [f"GPU-{i:08x}-0000-0000-0000-000000000000" for i in range(4)]
 PCI = [f"0000:{0x10 + i:02x}:00.0" for i in range(4)]
@@ -135,7 +135,7 @@ STRATEGIES = [
 
 @pytest.mark.parametrize(("strategy", "expected"), [s[1:] for s in STRATEGIES], ids=[s[0] for s in STRATEGIES])
 def test_mig_strategies(strategy: str, expected: dict[str, list[str]]) -> None:
-    from gpuhook.kubernetes.devices import resources
+    from gpuhook.kubernetes.device_plugin.devices import resources
 
     found = resources(MIG, "nvidia.com/gpu", strategy)
     assert {r: [g.key() for g in gpus] for r, gpus in found.items()} == expected

@@ -10,8 +10,8 @@ import pytest
 from gpuhook.edits import DeviceNode
 from gpuhook.errors import KubernetesError
 from gpuhook.host.inventory import Gpu
-from gpuhook.kubernetes.dra_config import API_VERSION, KIND, tuning_by_request
-from gpuhook.kubernetes.dra_devices import MAX_DEVICES, MAX_FIELDS, device_json, slices
+from gpuhook.kubernetes.dra.config import API_VERSION, KIND, tuning_by_request
+from gpuhook.kubernetes.dra.devices import MAX_DEVICES, MAX_FIELDS, device_json, slices
 from gpuhook.vendors.contract import DraDevice
 
 DRIVER = "gpu.gpuhook.dev"
@@ -108,9 +108,9 @@ def test_the_node_plugin_answers_the_kubelet_under_both_service_names(tmp_path: 
     import grpc
 
     from gpuhook.config import from_table
-    from gpuhook.kubernetes import dra_driver
     from gpuhook.kubernetes.api import dra_pb2, pluginregistration_pb2, pluginregistration_pb2_grpc
-    from gpuhook.kubernetes.dra_prepare import Preparer
+    from gpuhook.kubernetes.dra import driver as dra_driver
+    from gpuhook.kubernetes.dra.state import Preparer
 
     config = from_table({"state_dir": str(tmp_path / "state")}, str(tmp_path / "config.toml"))
     preparer = Preparer(config, None, DRIVER, "node-1", str(tmp_path / "cdi"), "/bin/gpuhook-hook",  # type: ignore[arg-type]
@@ -159,7 +159,7 @@ def test_a_claim_on_a_gpu_shared_through_mps_is_an_mps_client(tmp_path: Path, ta
                                                               keys: dict[str, str], admin: bool,
                                                               expected: dict[str, str]) -> None:
     from gpuhook.config import from_table
-    from gpuhook.kubernetes.dra_prepare import Preparer
+    from gpuhook.kubernetes.dra.state import Preparer
 
     config = from_table({"state_dir": str(tmp_path / "state"), "kubernetes": table}, str(tmp_path / "config.toml"))
     preparer = Preparer(config, None, DRIVER, "node-1", str(tmp_path / "cdi"), "/bin/gpuhook-hook",  # type: ignore[arg-type]
@@ -178,9 +178,9 @@ def test_a_driver_in_a_container_of_its_own_names_the_nodes_paths_in_its_cdi_spe
     from gpuhook.apply import claims
     from gpuhook.config import from_table
     from gpuhook.host.root import Root
-    from gpuhook.kubernetes.dra_devices import describe
-    from gpuhook.kubernetes.dra_driver import _hooks
-    from gpuhook.kubernetes.dra_prepare import Preparer
+    from gpuhook.kubernetes.dra.devices import describe
+    from gpuhook.kubernetes.dra.driver import _hooks
+    from gpuhook.kubernetes.dra.state import Preparer
     from gpuhook.plan.authority import ClaimedDevice, PreparedClaim
     from gpuhook.testing.simulate import HostSpec, build_host
     from gpuhook.vendors.discover import discover, identified
@@ -217,7 +217,7 @@ def test_a_driver_in_a_container_of_its_own_names_the_nodes_paths_in_its_cdi_spe
 
 def test_a_host_root_outside_the_nodes_mount_is_refused(tmp_path: Path) -> None:
     from gpuhook.errors import DiscoveryError
-    from gpuhook.kubernetes.dra_prepare import on_node
+    from gpuhook.kubernetes.dra.state import on_node
 
     (tmp_path / "node" / "sim").mkdir(parents=True)
     assert on_node(str(tmp_path / "node" / "sim"), str(tmp_path / "node")) == "/sim"
@@ -245,7 +245,7 @@ def test_a_claim_is_refused_at_prepare_what_a_share_may_not_ask(tmp_path: Path, 
     from gpuhook.config import from_table
     from gpuhook.errors import KubernetesError
     from gpuhook.host.inventory import Inventory
-    from gpuhook.kubernetes.dra_prepare import Preparer
+    from gpuhook.kubernetes.dra.state import Preparer
     from gpuhook.plan.authority import ClaimedDevice
 
     config = from_table({"state_dir": str(tmp_path / "state"), "kubernetes": table}, str(tmp_path / "config.toml"))

@@ -1,5 +1,5 @@
 """#43 item 9, through the DRA driver's servicer: the kubelet's calls on one claim, run at once on the driver's gRPC
-pool, take turns (kubernetes/claim_locks.py); every interleaving of prepare and unprepare leaves the claim's CDI
+pool, take turns (kubernetes/dra/claim_locks.py); every interleaving of prepare and unprepare leaves the claim's CDI
 spec and records both there or both gone; a GpuConfig's bad number is the driver's own line in the answer."""
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import pytest
 from gpuhook.apply import claims
 from gpuhook.config import from_table
 from gpuhook.host.root import Root
-from gpuhook.kubernetes import dra_driver
 from gpuhook.kubernetes.api import dra_pb2
-from gpuhook.kubernetes.claim_locks import ClaimLocks
-from gpuhook.kubernetes.dra_devices import describe
-from gpuhook.kubernetes.dra_prepare import Preparer
+from gpuhook.kubernetes.dra import driver as dra_driver
+from gpuhook.kubernetes.dra.claim_locks import ClaimLocks
+from gpuhook.kubernetes.dra.devices import describe
+from gpuhook.kubernetes.dra.state import Preparer
 from gpuhook.testing.simulate import HostSpec, build_host
 from gpuhook.vendors.discover import discover, identified
 

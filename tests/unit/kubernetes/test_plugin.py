@@ -19,8 +19,8 @@ from gpuhook.edits import DeviceNode
 from gpuhook.host.inventory import Gpu, VendorInventory
 from gpuhook.kubernetes.api import constants
 from gpuhook.kubernetes.api import deviceplugin_pb2 as pb
-from gpuhook.kubernetes.devices import Device, advertise
-from gpuhook.kubernetes.plugin import ResourcePlugin
+from gpuhook.kubernetes.device_plugin.devices import Device, advertise
+from gpuhook.kubernetes.device_plugin.server import ResourcePlugin
 from gpuhook.vendors.registry import get
 
 U = [f"GPU-{i:08x}-0000-0000-0000-000000000000" for i in range(3)]

@@ -56,7 +56,7 @@ def test_tuning_a_partition_is_refused_unless_every_sibling_is_held(fake_host: F
 
 def test_the_device_plugin_names_a_partition_by_its_rocm_index_and_the_runtime_finds_its_record(
         fake_host: FakeHost) -> None:
-    from gpuhook.kubernetes.devices import advertise
+    from gpuhook.kubernetes.device_plugin.devices import advertise
     from gpuhook.request.container import Selection
 
     inv = discover(Root(fake_host(amd=1, amd_partitions="QPX")))

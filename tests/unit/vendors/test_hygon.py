@@ -11,7 +11,7 @@ from gpuhook.errors import PlanError, PolicyError, SimulatorError
 from gpuhook.host.facts import HostFacts
 from gpuhook.host.image import InRoot
 from gpuhook.host.root import Root
-from gpuhook.kubernetes.dra_devices import device_json
+from gpuhook.kubernetes.dra.devices import device_json
 from gpuhook.plan.compat import check
 from gpuhook.plan.select import select_all
 from gpuhook.testing.simulate import HostSpec, build_host

@@ -272,7 +272,7 @@ def test_a_toy_vendor_in_tuning_partitions_and_the_stack_check(toy_host: Root, t
 def test_a_toy_vendor_in_dra_and_doctor(toy_host: Root, tmp_path: Path) -> None:
     from gpuhook.cli.doctor import run_checks
     from gpuhook.config import Config
-    from gpuhook.kubernetes.dra_devices import describe, device_json
+    from gpuhook.kubernetes.dra.devices import describe, device_json
 
     inventory = discover(toy_host)
     devices, left = describe(inventory, toy_host)

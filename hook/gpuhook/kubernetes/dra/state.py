@@ -24,6 +24,10 @@ whole, so after every interleaving of prepare and unprepare both are there (the 
 again: what can be left is a spec without a record (prepare cut short, or unprepare after the records went),
 which grants nothing, since the runtime believes only a record, and which the next prepare rewrites or unprepare
 removes; never a record without its spec, which would claim the GPU for a pod that cannot start with it.
+
+In kubernetes-sigs/dra-example-driver: cmd/dra-example-kubeletplugin/state.go (Prepare, Unprepare) with
+cdi.go (the claim's CDI spec) and prepared_device.go; its checkpoint.go is gpuhook's apply/claims.py (the runtime
+reads it, so it sits below).
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from gpuhook.atomic import write_text
 from gpuhook.edits import Edits, Hook, merge
 from gpuhook.errors import DiscoveryError, GpuhookError, KubernetesError
 from gpuhook.host.root import Root
-from gpuhook.kubernetes.dra_config import tuning_by_request
+from gpuhook.kubernetes.dra.config import tuning_by_request
 from gpuhook.plan.authority import ClaimedDevice, PreparedClaim
 from gpuhook.request.container import DEFAULT_CAPABILITIES
 from gpuhook.request.dra_claim import marker_args
@@ -169,7 +173,7 @@ class Preparer:
             return keys
         share = 100 // k8s.replicas
         asked = keys.get("mps-threads", "")
-        threads = min(int(asked), share) if is_decimal(asked) and len(asked) <= 3 else share  # parsed by dra_config
+        threads = min(int(asked), share) if is_decimal(asked) and len(asked) <= 3 else share  # parsed by dra/config.py
         return {**keys, "mps": "true", "mps-threads": str(threads)}
 
     def _gone(self, namespace: str, name: str, device: str) -> KubernetesError:

@@ -15,6 +15,9 @@ gains a `shares` capacity of N, of which a claim takes one.
 
 A GPU that discovery no longer sees, or that is unhealthy (host/health.py, the device plugin's rule), is not
 published: the scheduler then allocates it to no new claim. Pure, but for `describe`, which reads the host.
+
+In kubernetes-sigs/dra-example-driver: cmd/dra-example-kubeletplugin/discovery.go and deviceinfo.go (devices
+from discovery).
 """
 
 from __future__ import annotations

@@ -30,6 +30,9 @@ most _DIGITS long (int() of thousands of digits fails with Python's own text), w
 unit the annotation of the same meaning takes; anything else (a float, a negative, a bool) is refused in one line
 naming the claim, the field and the range. Values go on in the annotations' canonical form ("250", "1200-1500",
 "8G").
+
+In kubernetes-sigs/dra-example-driver: api/example.com/resource/gpu/v1alpha1/api.go and validate.go
+(GpuConfig, its checks).
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 NodeUnprepareResources, which the gRPC pool runs at once) take turns, while calls on different claims do not wait
 for each other. The table holds a claim's entry only while a call holds or waits for its lock: it never grows
 with the claims a node has seen.
+
+In kubernetes-sigs/dra-example-driver: the per-claim serialisation its kubeletplugin helper gives Prepare and Unprepare.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """`gpuhook dra-driver`: the DRA driver's node side. It registers with the kubelet through its plugin registry
 (pluginregistration v1: type DRAPlugin, the services v1.DRAPlugin and v1beta1.DRAPlugin), serves
-NodePrepareResources and NodeUnprepareResources on its own socket (kubernetes/dra_prepare.py), and publishes the
-node's devices as ResourceSlices (kubernetes/dra_devices.py, dra_slices.py).
+NodePrepareResources and NodeUnprepareResources on its own socket (kubernetes/dra/state.py), and publishes the
+node's devices as ResourceSlices (dra/devices.py, dra/slices.py).
 
 Every `[kubernetes] health_interval` it runs discovery again (the runtime's own): a GPU that goes, turns unhealthy,
 or whose MIG layout or partition mode changes is republished. An unhealthy GPU leaves the slices (no new claim gets
@@ -10,6 +10,9 @@ that the pods holding it say so in their status. When the kubelet removes its so
 serves and registers anew. SIGTERM or SIGINT: stop serving, remove the sockets, exit 0; the slices stay (the
 kubelet removes an unregistered driver's slices itself), and so do the prepared claims' records and CDI specs,
 which a new driver answers from.
+
+In kubernetes-sigs/dra-example-driver: cmd/dra-example-kubeletplugin/driver.go and health.go (the plugin and its health
+watch), with the kubeletplugin helper's registration and sockets.
 """
 
 from __future__ import annotations
@@ -33,10 +36,10 @@ from gpuhook.kubernetes.api import (
     pluginregistration_pb2,
     pluginregistration_pb2_grpc,
 )
-from gpuhook.kubernetes.claim_locks import ClaimLocks
-from gpuhook.kubernetes.dra_devices import describe, device_json, pcie_root
-from gpuhook.kubernetes.dra_prepare import Preparer
-from gpuhook.kubernetes.dra_slices import Publisher
+from gpuhook.kubernetes.dra.claim_locks import ClaimLocks
+from gpuhook.kubernetes.dra.devices import describe, device_json, pcie_root
+from gpuhook.kubernetes.dra.slices import Publisher
+from gpuhook.kubernetes.dra.state import Preparer
 from gpuhook.vendors.discover import discover, identified
 
 TYPE_CHECKING = False
@@ -66,7 +69,7 @@ class Driver(dra_pb2_grpc.DRAPluginServicer, drahealth_pb2_grpc.DRAResourceHealt
     """The node plugin's services and what they share: the devices published now and every device's health,
     under a lock (a change wakes the health watches); and one lock per claim, held around its preparation and
     unpreparation, so that calls on one claim take turns (each leaves its CDI spec and records both there or both
-    gone, dra_prepare.Preparer) while different claims are prepared at once."""
+    gone, dra/state.Preparer) while different claims are prepared at once."""
 
     def __init__(self, config: Config, preparer: Preparer, endpoint: str, driver: str) -> None:
         self._config, self._preparer, self._endpoint, self._driver = config, preparer, endpoint, driver
@@ -170,7 +173,7 @@ def run(config: Config, api: ApiServer, node: str, driver: str, plugins_dir: str
         cdi_dir: str, node_root: str = "/", node_bin_dir: str = "") -> int:
     """Serve until SIGTERM/SIGINT; returns the exit status. Reads the host, writes sockets, CDI specs and
     records, talks to the kubelet and the API server. `node_root`, `node_bin_dir`: a driver in a container of its
-    own (the chart's) names the node's paths in its CDI specs (dra_prepare.Preparer)."""
+    own (the chart's) names the node's paths in its CDI specs (dra/state.Preparer)."""
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

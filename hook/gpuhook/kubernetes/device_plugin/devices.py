@@ -7,6 +7,8 @@ Slices that are not GPUs of their own (NVIDIA's MIG devices) are advertised by `
 NVIDIA's device plugin does: `none`, whole GPUs only; `single`, each MIG device is one of the vendor's resource
 (nvidia.com/gpu) in place of its GPU; `mixed`, whole GPUs under the vendor's resource and MIG devices under
 the vendor's SLICE_RESOURCE (nvidia.com/mig-1g.10gb), one resource per profile. Each slice's health is its own.
+
+In the device plugin API (k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1): the Device list ListAndWatch sends.
 """
 
 from __future__ import annotations

@@ -1,10 +1,13 @@
 """`gpuhook device-plugin`: the long-running loop. One ResourcePlugin per vendor whose driver is loaded (and, under
-`[kubernetes] mig_strategy = "mixed"`, one per MIG profile: kubernetes/devices.py), each served on its own socket in
+`[kubernetes] mig_strategy = "mixed"`, one per MIG profile: device_plugin/devices.py), each served on its own socket in
 the kubelet's device plugin directory and registered with the kubelet.
 
 Every `health_interval` the loop re-runs discovery (the runtime's own) and updates what each plugin
 advertises; when the kubelet restarts (its socket is recreated, or ours was removed) it serves and registers
 anew; it expires allocations nobody claimed. SIGTERM or SIGINT: stop the streams, remove the sockets, exit 0.
+
+In the device plugin API (k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1): the plugin's life beside the kubelet:
+Register on the kubelet's socket, serve, register again when the kubelet restarts.
 """
 
 from __future__ import annotations
@@ -23,8 +26,8 @@ from gpuhook.host.numa import numa_node
 from gpuhook.host.root import Root
 from gpuhook.kubernetes.api import constants, deviceplugin_pb2_grpc
 from gpuhook.kubernetes.api import deviceplugin_pb2 as pb
-from gpuhook.kubernetes.devices import advertise, resources
-from gpuhook.kubernetes.plugin import ResourcePlugin
+from gpuhook.kubernetes.device_plugin.devices import advertise, resources
+from gpuhook.kubernetes.device_plugin.server import ResourcePlugin
 from gpuhook.vendors.discover import discover, identified
 from gpuhook.vendors.registry import get
 from gpuhook.vendors.registry import kubernetes as kube_part

@@ -3,6 +3,9 @@
 ListAndWatch streams the advertised devices and every change to them; GetPreferredAllocation keeps a container
 on one NUMA node and off shared GPUs; Allocate writes the allocation record gpuhook's runtime verifies and
 answers with what [kubernetes] allocate_with names: the record's annotation, the vendor's env, CDI devices.
+
+In the device plugin API (k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1): the DevicePlugin service (ListAndWatch,
+GetPreferredAllocation, Allocate, PreStartContainer).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import grpc
 from gpuhook.apply import allocations
 from gpuhook.kubernetes.api import constants, deviceplugin_pb2_grpc
 from gpuhook.kubernetes.api import deviceplugin_pb2 as pb
-from gpuhook.kubernetes.devices import gpus_of, preferred
+from gpuhook.kubernetes.device_plugin.devices import gpus_of, preferred
 from gpuhook.plan.authority import Allocation
 from gpuhook.request.container import ALLOCATION, PREFIX
 from gpuhook.vendors.registry import kubernetes as kube_part
@@ -27,7 +30,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from gpuhook.config import Config
-    from gpuhook.kubernetes.devices import Device
+    from gpuhook.kubernetes.device_plugin.devices import Device
     from gpuhook.vendors.registry import Vendor
 
 

@@ -2,14 +2,18 @@
 replaced whole (a new generation) when what is published changes, and nothing written when it does not. What is
 on the API server is read again every RECHECK seconds even when nothing changed here: the kubelet deletes a
 driver's slices some time after the driver's socket goes (a restart), and another client may have changed them.
-Talks to the API server."""
+Talks to the API server.
+
+In kubernetes-sigs/dra-example-driver: the resourceslice controller its driver starts
+(k8s.io/dynamic-resource-allocation).
+"""
 
 from __future__ import annotations
 
 import time
 
 from gpuhook.kubernetes.apiserver import ApiError
-from gpuhook.kubernetes.dra_devices import slices
+from gpuhook.kubernetes.dra.devices import slices
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
