@@ -114,13 +114,9 @@ _cache: tuple[Vendor, ...] | None = None
 def all_vendors() -> tuple[Vendor, ...]:
     """Every vendor gpuhook knows, built-in ones first, in a stable order."""
     global _cache
-    if _cache is None:
-        from gpuhook.vendors.amd import vendor as amd
-        from gpuhook.vendors.hygon import vendor as hygon
-        from gpuhook.vendors.nvidia import vendor as nvidia
-
-        builtin: dict[str, Vendor] = {"nvidia": nvidia, "amd": amd, "hygon": hygon}
-        _cache = (*(builtin[name] for name in BUILTIN), *_registered)
+    if _cache is None:  # vendors/<name>/vendor.py for each built-in name: a new vendor is its row in BUILTIN
+        builtin = tuple(__import__(f"gpuhook.vendors.{name}.vendor", fromlist=["vendor"]) for name in BUILTIN)
+        _cache = (*builtin, *_registered)
     return _cache
 
 
