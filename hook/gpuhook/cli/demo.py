@@ -15,11 +15,7 @@ from gpuhook.proc import run
 from gpuhook.testing.bundle import make_bundle, make_rootfs, oci_config
 from gpuhook.testing.simulate import HostSpec, build_host
 from gpuhook.vendors.discover import discover
-
-SHOW = {
-    "nvidia": "ls -l /dev/nvidia*; nvidia-smi; dlopen-probe libcuda.so.1; grep libcuda /proc/self/mountinfo",
-    "amd": "ls -l /dev/kfd /dev/dri; id",
-}
+from gpuhook.vendors.registry import sim
 
 
 def run_demo(work_dir: str) -> int:
@@ -43,7 +39,7 @@ def run_demo(work_dir: str) -> int:
         bundle = os.path.join(work_dir, f"bundle-{vendor}")
         shutil.rmtree(bundle, ignore_errors=True)
         annotations = {"gpuhook.dev/gpus": "0", "gpuhook.dev/vendor": vendor}
-        make_bundle(bundle, oci_config(["sh", "-c", SHOW[vendor]], annotations=annotations), base_rootfs)
+        make_bundle(bundle, oci_config(["sh", "-c", sim(vendor).DEMO], annotations=annotations), base_rootfs)
         print(f"\n$ gpuhook-runtime run  (annotations {annotations})")
         try:
             out = run([shim, "run", "--bundle", bundle, f"gpuhook-demo-{vendor}-{os.getpid()}"],

@@ -46,7 +46,8 @@ class Needs:
     rocm_trees: bool = False  # the host's ROCm trees (gpuhook.dev/host-rocm)
     procfs: tuple[tuple[str, tuple[Gpu, ...]], ...] = ()  # (vendor, its selected GPUs) for procfs copies
     stacks: tuple[tuple[str, StackSource], ...] = ()  # (vendor, its stack part) whose user space (Hygon's DTK) the
-    # image's is checked against
+    # image's files say
+    cuda_vendor: str = ""  # the vendor whose driver's CUDA and NVML facts `cuda` and `nvml` read (CUDA's stack)
 
 
 @frozen
@@ -99,7 +100,7 @@ def gather(needs: Needs, root: Root, inventory: Sequence[VendorInventory], root_
                 if release:
                     stacks.append((vendor, release))
         image_read, image_notes = True, tuple(notes)
-    nvidia = next((v for v in inventory if v.vendor == "nvidia"), None)  # CUDA and NVML are NVIDIA's
+    nvidia = next((v for v in inventory if v.vendor == needs.cuda_vendor), None) if needs.cuda_vendor else None
     cuda, unknown = _host_cuda(nvidia, root) if needs.cuda and nvidia else (None, "")
     nvml = _nvml_facts(nvidia, root, needs.nvml) if needs.nvml and nvidia else ()
     trees: tuple[RocmTree, ...] = ()

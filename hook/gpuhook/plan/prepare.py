@@ -15,12 +15,13 @@ from gpuhook.plan.select import Selected, edits_for, select_all
 from gpuhook.plan.shared_gpu import check, own_mps
 from gpuhook.plan.tuning import check_conflicts, check_leases, check_policy, gpus_in_spec, settings_for
 from gpuhook.request.container import HostRocm, Request, env_map
-from gpuhook.vendors.contract import Setting
+from gpuhook.vendors.contract import ROCM, Setting
 from gpuhook.vendors.registry import get, stack
 from gpuhook.vendors.registry import tuning as tuning_part
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from typing import Any
 
     from gpuhook.config import Config
@@ -79,15 +80,16 @@ def survey(request: Request, inventory: Inventory, spec: Spec, config: Config) -
     env = _env(spec)
     annotations = spec.get("annotations") or {}
     checks = _checks_needed(by_vendor, env, annotations)
-    cuda = False
+    cuda, cuda_vendor = False, ""
     nvml: tuple[str, ...] = ()
     if checks:
         from gpuhook.plan import compat
 
         cuda, nvml = compat.needs(selected, env, annotations)
+        cuda_vendor = compat.cuda_vendor(selected) if cuda or nvml else ""
     return Needs(checks, cuda, nvml, checks and _host_rocm_wanted(request, config, by_vendor) is not None,
                  tuple((inv.vendor, gpus) for inv, gpus in selected),
-                 tuple((v, stack(v)) for v in by_vendor if stack(v).STACK))
+                 tuple((v, stack(v)) for v in by_vendor if stack(v).IMAGE), cuda_vendor=cuda_vendor)
 
 
 def decide(request: Request, inventory: Inventory, facts: HostFacts, spec: Spec, config: Config,
@@ -152,7 +154,7 @@ def _selected(request: Request, inventory: Inventory, spec: Spec, config: Config
             raise RequestError("the gpuhook.dev/ tuning annotations need GPUs: add gpuhook.dev/gpus, or give the "
                                "container GPU device nodes (a device plugin, --device)")
     vendors = [inv.vendor for inv, _ in selected]
-    if tuning.env and "amd" not in vendors:
+    if tuning.env and _rocm_vendor(vendors) is None:
         raise RequestError("gpuhook.dev/fine-grain-pcie and gpuhook.dev/gfx-override are AMD runtime settings, "
                            "but this container's GPUs are " + ", ".join(dict.fromkeys(vendors)))
     settings_for(tuning, selected, config.tuning.shared_slices)
@@ -164,16 +166,21 @@ def _env(spec: Spec) -> dict[str, str]:
 
 
 def _checks_needed(by_vendor: dict[str, Any], env: dict[str, str], annotations: dict[str, str]) -> bool:
-    """Whether compatibility checks or host ROCm apply: AMD GPUs, a vendor's whose user space is checked (its STACK),
-    or a stated requirement."""
-    return ("amd" in by_vendor or "gpuhook.dev/require" in annotations or "CUDA_VERSION" in env
-            or any(k.startswith("NVIDIA_REQUIRE_") for k in env) or any(stack(v).STACK for v in by_vendor))
+    """Whether compatibility checks or host ROCm apply: ROCm's GPUs, a vendor's whose user space the image's files
+    say (its stack part's IMAGE), or a stated requirement."""
+    return (_rocm_vendor(by_vendor) is not None or "gpuhook.dev/require" in annotations or "CUDA_VERSION" in env
+            or any(k.startswith("NVIDIA_REQUIRE_") for k in env) or any(stack(v).IMAGE for v in by_vendor))
+
+
+def _rocm_vendor(vendors: Iterable[str]) -> str | None:
+    """The vendor among `vendors` whose stack is ROCm (host ROCm, HSA's settings and ROCm's check are its), if any."""
+    return next((v for v in vendors if stack(v).STACK == ROCM), None)
 
 
 def _host_rocm_wanted(request: Request, config: Config, by_vendor: dict[str, Any]) -> HostRocm | None:
     """What the container asks of the host's ROCm, or the policy default for AMD containers."""
     want = request.host_rocm
-    if want is None and not request.host_rocm_asked and config.policy.host_rocm and "amd" in by_vendor:
+    if want is None and not request.host_rocm_asked and config.policy.host_rocm and _rocm_vendor(by_vendor):
         want = HostRocm()
     return want
 
@@ -184,12 +191,13 @@ def _host_rocm(request: Request, config: Config, by_vendor: dict[str, Any], fact
     want = _host_rocm_wanted(request, config, by_vendor)
     if want is None:
         return Edits(), None
-    if "amd" not in by_vendor:
+    rocm_vendor = _rocm_vendor(by_vendor)
+    if rocm_vendor is None:
         raise RequestError("gpuhook.dev/host-rocm mounts the host's ROCm for AMD GPUs, but this container's GPUs "
                            "are " + ", ".join(by_vendor))
     from gpuhook.plan import host_rocm
 
-    tree = host_rocm.choose(facts.rocm_trees, want, by_vendor["amd"][0].driver_version)
+    tree = host_rocm.choose(facts.rocm_trees, want, by_vendor[rocm_vendor][0].driver_version)
     host_rocm.check_image(facts.image_rocm if facts.image_read else None, tree, want)
     return host_rocm.plan(tree, host_base, env), tree.version
 

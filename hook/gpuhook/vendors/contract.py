@@ -115,6 +115,8 @@ class DraDevice:
 # after it (vendors/<name>/tuning.py, telemetry.py, kubernetes.py, stack.py, sim.py, doctor.py), which the registry
 # finds by that name (registry.part); a vendor without one gets vendors/defaults.py's, which says what it lacks.
 PARTS = ("tuning", "telemetry", "kubernetes", "stack", "sim", "doctor")
+CUDA, ROCM = "CUDA", "ROCm"  # the stacks requirements and host ROCm speak of; the vendors whose stack parts they are
+# answer for them (plan/compat.py, plan/prepare.py)
 
 
 class TuningPart(Protocol):
@@ -174,10 +176,25 @@ class KubernetesPart(Protocol):
 
 
 class StackPart(Protocol):
-    """The vendor's user space an image ships (Hygon's DTK), checked by plan/compat against the window of releases
-    the host's driver runs."""
+    """The vendor's user space (NVIDIA's CUDA, AMD's ROCm, Hygon's DTK): which release of it the host's driver runs,
+    and the check of what an image ships against it (plan/compat runs it; CUDA's is the image's stated requirements,
+    which plan/compat evaluates with these answers)."""
 
-    STACK: str  # its name in messages
+    STACK: str  # its name in messages and requirements ("" for none)
+    IMAGE: bool  # whether its release is read from the image's files (image_stack); CUDA's is stated in its env
+
+    def release_of_driver(self, driver: str) -> str | None:
+        """The newest release of STACK driver version `driver` runs; None when gpuhook cannot say. Pure."""
+        ...
+
+    def min_driver(self, release: str) -> str | None:
+        """The oldest driver that runs release `release` of STACK; None when gpuhook cannot say. Pure."""
+        ...
+
+    def check_release(self, inv: VendorInventory, release: str, strict: bool) -> str | None:
+        """The container's `release` of STACK against the host's driver: a warning when it is outside (or cannot be
+        checked), None when it fits; PolicyError when `strict` and it is outside. Pure."""
+        ...
 
     def image_stack(self, image: InRoot, notes: list[str]) -> str | None:
         """The release of STACK the image ships, None for none; a file gpuhook refused to read is said in
@@ -195,6 +212,7 @@ class SimPart(Protocol):
 
     STATE: str  # the name its stub library's state files start with under the host's SIM_STATE ("" for none)
     REACTIONS: tuple[str, ...]  # what its stubs ask the simulator to play (a partition mode, MIG instances)
+    DEMO: str  # the shell command `gpuhook demo`'s container runs to show what it got of this vendor's GPU
 
     def build(self, root: str, spec: HostSpec, count: int) -> None:
         """Add this vendor's driver and `count` GPUs to the simulated host at `root`. Writes files, mknod."""

@@ -90,6 +90,7 @@ class NoStack:
     """A vendor whose images' user space gpuhook does not check."""
 
     STACK = ""
+    IMAGE = False
 
     def __init__(self, label: str) -> None:
         self._label = label
@@ -102,6 +103,18 @@ class NoStack:
         """None: no window."""
         return None
 
+    def release_of_driver(self, driver: str) -> str | None:
+        """None: no releases."""
+        return None
+
+    def min_driver(self, release: str) -> str | None:
+        """None: no releases."""
+        return None
+
+    def check_release(self, inv: VendorInventory, release: str, strict: bool) -> str | None:
+        """None: nothing to check."""
+        return None
+
 
 class NoSim:
     """A vendor `gpuhook simulate` cannot make."""
@@ -111,6 +124,7 @@ class NoSim:
 
     STATE = ""
     REACTIONS: tuple[str, ...] = ()
+    DEMO = "ls -l /dev; id"
 
     def build(self, root: str, spec: HostSpec, count: int) -> None:
         """SimulatorError naming the vendor."""

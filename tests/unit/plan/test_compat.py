@@ -14,10 +14,11 @@ from gpuhook.config import Config
 from gpuhook.errors import PolicyError
 from gpuhook.host.facts import Needs, gather
 from gpuhook.host.root import Root
-from gpuhook.plan.compat import Verdict, check, cuda_of_driver, min_driver, needs
+from gpuhook.plan.compat import Verdict, check, cuda_vendor, needs
 from gpuhook.plan.select import select_all
 from gpuhook.simulator.stub_libs import build
 from gpuhook.vendors.discover import discover
+from gpuhook.vendors.registry import stack
 from tests.unit.parsing import parse_request
 
 FakeHost = Callable[..., str]
@@ -30,8 +31,8 @@ def _check(host: str, env: dict[str, str], annotations: dict[str, str] | None = 
     inventory = discover(Root(host))
     selected = select_all(parse_request(ann, env), inventory)
     cuda, nvml = needs(selected, env, ann)
-    facts = gather(Needs(image is not None, cuda, nvml), Root(host), inventory.vendors, image or "/nonexistent",
-                   Config(path="c"), ())
+    facts = gather(Needs(image is not None, cuda, nvml, cuda_vendor=cuda_vendor(selected)), Root(host),
+                   inventory.vendors, image or "/nonexistent", Config(path="c"), ())
     return check(selected, env, ann, facts, policy)
 
 
@@ -145,5 +146,6 @@ def test_rocm_requirement_in_annotation(fake_host: FakeHost) -> None:
 
 
 def test_driver_tables() -> None:
+    min_driver, cuda_of_driver = stack("nvidia").min_driver, stack("nvidia").release_of_driver
     assert (min_driver("12.4"), min_driver("12.7"), min_driver("99.0")) == ("550.54.14", "570.26", None)
     assert (cuda_of_driver("550.54.15"), cuda_of_driver("535.54.03"), cuda_of_driver("400.1")) == ("12.4", "12.2", None)

@@ -138,6 +138,18 @@ class ToyKubernetes:
 
 class ToyStack:
     STACK = "ToyKit"
+    IMAGE = True
+
+    def release_of_driver(self, driver: str) -> str | None:
+        return None
+
+    def min_driver(self, release: str) -> str | None:
+        return None
+
+    def check_release(self, inv: VendorInventory, release: str, strict: bool) -> str | None:
+        from gpuhook.vendors.stack_window import check
+
+        return check("Toy", self.STACK, inv, release, self.stack_window(inv), strict)
 
     def image_stack(self, image: object, notes: list[str]) -> str | None:
         return "2.0"
@@ -149,6 +161,7 @@ class ToyStack:
 class ToySim:
     STATE = ""
     REACTIONS: tuple[str, ...] = ()
+    DEMO = "ls -l /dev/toy*"
 
     def react(self, root: str, spec: object, what: str, index: int, value: str) -> None:
         raise NotImplementedError
@@ -332,7 +345,7 @@ def test_an_attribute_that_is_no_part_is_refused() -> None:
 def test_only_the_registry_names_the_builtin_parts() -> None:
     assert registry.tuning("nvidia").__name__ == "gpuhook.vendors.nvidia.tuning"  # type: ignore[attr-defined]
     assert registry.stack("hygon").STACK == "DTK"
-    assert registry.stack("nvidia").STACK == ""  # CUDA's checks are plan/compat's own
+    assert (registry.stack("nvidia").STACK, registry.stack("amd").STACK) == ("CUDA", "ROCm")
     assert registry.kubernetes("amd").SLICE_RESOURCE == "amd.com/{profile}"
 
 

@@ -23,6 +23,7 @@ MEMORY_PARTITIONS = ("NPS1", "NPS4")  # and its memory partition modes
 
 STATE = "amdsmi"  # the stub amd-smi's settings: reset with the GPUs a partition change re-lays, as the driver's are
 REACTIONS: tuple[str, ...] = ("compute-partition", "memory-partition")
+DEMO = "ls -l /dev/kfd /dev/dri; id"
 
 
 def react(root: str, spec: HostSpec, what: str, index: int, value: str) -> HostSpec | None:

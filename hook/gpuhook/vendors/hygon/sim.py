@@ -24,6 +24,7 @@ IDLE = sim_telemetry.Telemetry(0, 268435456, VRAM, 60000, 36, 1500)  # an idle K
 
 STATE = ""  # no stub library of its own keeps state
 REACTIONS: tuple[str, ...] = ()
+DEMO = "ls -l /dev/kfd /dev/mkfd /dev/dri; ls /opt/hyhal; id"
 
 
 def react(root: str, spec: HostSpec, what: str, index: int, value: str) -> HostSpec | None:

@@ -8,6 +8,7 @@ if TYPE_CHECKING:
     from gpuhook.host.inventory import VendorInventory
 
 STACK = "DTK"
+IMAGE = True
 
 
 def image_stack(image: InRoot, notes: list[str]) -> str | None:
@@ -23,3 +24,21 @@ def stack_window(inv: VendorInventory) -> tuple[str, str] | None:
     from gpuhook.vendors.hygon import dtk
 
     return dtk.window(inv.driver_version) if inv.driver_version else None
+
+
+def release_of_driver(driver: str) -> str | None:
+    """None: a driver's DTK is a window (stack_window), not one release."""
+    return None
+
+
+def min_driver(release: str) -> str | None:
+    """None: gpuhook keeps no table from DTK releases to drivers."""
+    return None
+
+
+def check_release(inv: VendorInventory, release: str, strict: bool) -> str | None:
+    """The image's DTK against the driver's window (vendors/stack_window.py)."""
+    from gpuhook.vendors.hygon.vendor import LABEL
+    from gpuhook.vendors.stack_window import check
+
+    return check(LABEL, STACK, inv, release, stack_window(inv), strict)

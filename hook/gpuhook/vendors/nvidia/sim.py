@@ -36,6 +36,7 @@ IDLE = sim_telemetry.Telemetry(0, 567017472, 85520809984, 72000, 33, 1980)
 
 STATE = "nvml"  # the stub NVML's tunables, fans and MIG instances (nvml, nvml.mig, nvml.migmode)
 REACTIONS: tuple[str, ...] = ("mig-sync",)
+DEMO = "ls -l /dev/nvidia*; nvidia-smi; dlopen-probe libcuda.so.1; grep libcuda /proc/self/mountinfo"
 
 
 def react(root: str, spec: HostSpec, what: str, index: int, value: str) -> HostSpec | None:
