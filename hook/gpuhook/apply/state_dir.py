@@ -40,7 +40,8 @@ def hold_lock(state_dir: str, exclusive: bool) -> None:
     """Wait for the GPU path's lock (state_dir/count.lock) and hold it until release_lock: shared by a container's
     start from before discovery until its record is saved, exclusive for a count pick (the records it picks
     around) and for a layout change (`partition apply`: no start sees a GPU's devices while they change). A
-    process holds it once (a second call keeps the first hold). Opens and locks a file."""
+    process holds it once (a second call keeps the first hold). `with Lock(...)` holds it for a block: the GPU
+    path's transaction (gpu_path/transaction.py) takes it so. Opens and locks a file."""
     import fcntl
 
     if _held[0] >= 0:
@@ -67,6 +68,31 @@ def release_lock() -> None:
     if _held[0] >= 0:
         os.close(_held[0])
         _held[:] = [-1, 0]
+
+
+class Lock:
+    """The GPU path's lock for the body of a with-statement: hold_lock as it starts, release_lock on every way out
+    of it (an error too). Where this process held the lock already, that hold stays and this one lets go of
+    nothing."""
+
+    __slots__ = ("_took", "exclusive", "state_dir")
+
+    def __init__(self, state_dir: str, exclusive: bool) -> None:
+        self.state_dir = state_dir
+        self.exclusive = exclusive
+        self._took = False
+
+    def __enter__(self) -> Lock:
+        """Wait for the lock. Opens and locks state_dir/count.lock."""
+        self._took = _held[0] < 0
+        hold_lock(self.state_dir, self.exclusive)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Let the next start, count pick or layout change go on. Closes the lock's file."""
+        if self._took:
+            self._took = False
+            release_lock()
 
 
 def check(state_dir: str) -> str:

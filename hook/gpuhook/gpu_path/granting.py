@@ -62,21 +62,12 @@ def _verified_claim(state_dir: str, uid: str, requests: tuple[str, ...],
     return claim
 
 
-def take_count_lock(state_dir: str) -> None:
-    """Wait for the GPU path's lock, exclusively; held until release_count_lock (once this container's record is
-    on disk). The records of the GPUs in use must be read after this, or two count requests pick from the same
-    view. Opens and locks state_dir/count.lock (apply/state_dir.hold_lock)."""
-    from gpuhook.apply.state_dir import hold_lock
-
-    hold_lock(state_dir, exclusive=True)
-
-
 def pick_free(request: Request, inventory: Inventory, root: Root, busy: tuple[tuple[str, str], ...],
               me: str, held: tuple[str, ...] | None = None) -> Request:
     """count:N selections as N GPUs none of `busy` (GPU, container) has, one NUMA node preferred; only among
     `held` when the container already holds GPUs (the shim picked them before its hook runs: picked again, a GPU
-    freed since would be added to them). `busy` must be read under the count lock (take_count_lock;
-    RuntimeError without it). Reads sysfs."""
+    freed since would be added to them). `busy` must be read under the lock held alone (a count's transaction,
+    gpu_path/transaction.py; RuntimeError without it). Reads sysfs."""
     from gpuhook.apply.state_dir import holds_lock
     from gpuhook.host.numa import numa_node
     from gpuhook.plan.allocate import resolve_count
@@ -84,7 +75,7 @@ def pick_free(request: Request, inventory: Inventory, root: Root, busy: tuple[tu
     from gpuhook.vendors.registry import all_vendors
 
     if not holds_lock(exclusive=True):
-        raise RuntimeError("count requests are picked under the count lock (take_count_lock first)")
+        raise RuntimeError("count requests are picked under the lock held alone (Transaction(exclusive=True))")
     users = dict(busy)
     by_name = {v.NAME: v for v in all_vendors()}
     out = []
@@ -98,10 +89,3 @@ def pick_free(request: Request, inventory: Inventory, root: Root, busy: tuple[tu
             users.update(dict.fromkeys(sel.devices or (), me))
         out.append(sel)
     return replace(request, selections=tuple(out))
-
-
-def release_count_lock() -> None:
-    """Let the next count request pick (this container's record is saved, or it failed)."""
-    from gpuhook.apply.state_dir import release_lock
-
-    release_lock()

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from gpuhook.apply.spec import Spec
+    from gpuhook.gpu_path.transaction import Transaction
     from gpuhook.plan.prepare import Prepared
     from gpuhook.vendors.contract import Setting
 
@@ -31,7 +32,8 @@ def prestart(state: dict[str, object], claimed: bool = False) -> None:
     (one per claim request): the first gives it all, the others find its record. Reads the bundle and the host;
     mounts, writes state files, tunes GPUs."""
     from gpuhook.apply.spec import read_spec
-    from gpuhook.gpu_path.inject import prepare, release_count_lock
+    from gpuhook.gpu_path.inject import asked, counts, planned
+    from gpuhook.gpu_path.transaction import Transaction
     from gpuhook.request.pod import is_sandbox
 
     bundle, pid = state.get("bundle"), state.get("pid")
@@ -51,14 +53,13 @@ def prestart(state: dict[str, object], claimed: bool = False) -> None:
         return
     if claimed and containers.recorded(config.state_dir, cid):  # an earlier marker hook gave the claims
         return
-    try:
-        prepared = prepare(spec, bundle, config, log, container_id=cid)
-        if prepared is None:
-            return
+    request = asked(spec, config, log, cid)
+    if request is None:
+        return
+    with Transaction(config.state_dir, cid, exclusive=counts(request)) as txn:  # to the end of its tuning
+        prepared = planned(request, spec, bundle, config, log, txn)
         _check_undone(spec, prepared.settings, prepared.exclusive)
-        _give(spec, bundle, config, cid, pid, prepared, log)
-    finally:
-        release_count_lock()
+        _give(spec, bundle, config, pid, prepared, log, txn)
 
 
 def _check_undone(spec: Spec, settings: tuple[Setting, ...], exclusive: tuple[str, ...]) -> None:
@@ -74,14 +75,14 @@ def _follow(spec: Spec, config: Config, cid: str, pid: int, shims: containers.Co
     """A container the shim prepared: its edits are in config.json already (nothing to give live), the shim
     counted it; its record by its init process, then the tuning the shim planned. Writes state files, tunes
     GPUs."""
+    from gpuhook.gpu_path.transaction import Transaction
+
     _check_undone(spec, shims.settings, shims.exclusive)
     record = replace(shims, runtime_root="", pid=pid, start_time=start_time(pid), creator=0, creator_start="",
                      planned=False, settings=(), exclusive=())
-    containers.save(config.state_dir, record)
-    if not shims.exclusive:  # an exclusive holder checks the records under the ledger's lock
-        from gpuhook.gpu_path.inject import recheck_leases
-
-        recheck_leases(config.state_dir, record)
+    with Transaction(config.state_dir, cid, locked=False) as txn:  # the shim held the lock over its plan
+        # an exclusive holder checks the records under the ledger's lock
+        txn.commit(record, recheck=not shims.exclusive)
     log.info("planned by the shim", gpus=list(shims.gpus))
     if shims.settings or shims.exclusive:
         _tune(config, cid, pid, shims.settings, shims.exclusive, log)
@@ -96,8 +97,10 @@ def _undone_at_poststop(spec: Spec) -> bool:
                for h in (poststop if isinstance(poststop, list) else ()))
 
 
-def _give(spec: Spec, bundle: str, config: Config, cid: str, pid: int, prepared: Prepared, log: Any) -> None:
-    """The prepared edits into the running container, its record, then its tuning. Enters its namespaces."""
+def _give(spec: Spec, bundle: str, config: Config, pid: int, prepared: Prepared, log: Any,
+          txn: Transaction) -> None:
+    """The prepared edits into the running container, its record (committed in `txn`), then its tuning. Enters
+    its namespaces."""
     from gpuhook.apply import live
     from gpuhook.apply.spec import rootfs
     from gpuhook.apply.spec_edits import lacking
@@ -120,19 +123,14 @@ def _give(spec: Spec, bundle: str, config: Config, cid: str, pid: int, prepared:
     from gpuhook.request.pod import pod_identity
 
     pod, namespace, name = pod_identity(spec.get("annotations") or {})
-    record = containers.ContainerRecord(cid, prepared.drivers, "", pid, start_time(pid), prepared.gpus,
+    cid = txn.container_id
+    record = containers.ContainerRecord(id=cid, drivers=prepared.drivers, runtime_root="", pid=pid,
+                                        start_time=start_time(pid), gpus=prepared.gpus,
                                         copies=tuple(o.source for o in prepared.edits.proc_overlays), pod=pod,
                                         namespace=namespace, container=name)
-    by_shim = containers.recorded(config.state_dir, cid)  # then the shim prepared it, and counted it
-    containers.save(config.state_dir, record)
-    if not prepared.exclusive:  # an exclusive holder checks the records under the ledger's lock
-        from gpuhook.gpu_path.inject import recheck_leases
-
-        recheck_leases(config.state_dir, record)
-    if not by_shim:
-        from gpuhook.gpu_path.inject import count_prepared
-
-        count_prepared(config.state_dir, prepared)
+    by_shim = txn.recorded()  # then the shim prepared it, and counted it
+    # an exclusive holder checks the records under the ledger's lock
+    txn.commit(record, recheck=not prepared.exclusive, count=() if by_shim else prepared.drivers)
     log.info("applied live", devices=[n.path for n in todo.device_nodes], mounts=len(todo.mounts),
              rules=len(todo.device_rules))
     if prepared.settings or prepared.exclusive:

@@ -1,8 +1,9 @@
 """The GPU path, as the shim and the hook run it: gather the facts, decide, write. Loaded only when a
 request may exist.
 
-    request (pure parse) -> discovery -> survey (pure: which facts) -> gather (I/O) -> decide (pure)
-    -> writers: procfs copies, then config.json (shim) or the live container (hook), and the record
+    request (pure parse) -> [the transaction's lock] -> discovery -> the records -> survey (pure: which facts)
+    -> gather (I/O) -> decide (pure) -> writers: procfs copies, then config.json (shim) or the live container
+    (hook), and the record [the lock let go]: gpu_path/transaction.py
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from gpuhook.config import Config, from_table
 from gpuhook.edits import Edits, merge
 from gpuhook.errors import PlanError
 from gpuhook.frozen import replace
+from gpuhook.gpu_path.transaction import Transaction, ledger_view
 from gpuhook.host.facts import gather
 from gpuhook.host.root import Root
 from gpuhook.plan.prepare import Prepared, asks, decide, survey, vendors_to_discover
 from gpuhook.plan.tuning import check_policy
-from gpuhook.request.container import env_map, parse_request
+from gpuhook.request.container import Request, env_map, parse_request
 from gpuhook.request.docker_flag import gpus_flag
 from gpuhook.request.dra_claim import claims_of
 from gpuhook.request.pod import pod_identity
@@ -36,11 +38,21 @@ if TYPE_CHECKING:
 
 def prepare(spec: Spec, bundle: str, config: Config, log: Any, gpuhook_bin: str = "/usr/local/bin/gpuhook",
             container_id: str = "") -> Prepared | None:
-    """What the container asked for, checked against the host and the image, as Edits; None when it asks for
-    nothing. Reads the host and the image's files, writes procfs copies under state_dir; RequestError,
-    PlanError or PolicyError when it cannot start."""
-    from gpuhook.apply.spec import rootfs
+    """What the container asked for, checked against the host and the image, as Edits, in a transaction that
+    records nothing (the plan alone: its lock let go on return); None when it asks for nothing. Reads the host
+    and the image's files, writes procfs copies under state_dir; RequestError, PlanError or PolicyError when it
+    cannot start."""
+    request = asked(spec, config, log, container_id)
+    if request is None:
+        return None
+    with Transaction(config.state_dir, container_id, exclusive=counts(request)) as txn:
+        return planned(request, spec, bundle, config, log, txn, gpuhook_bin)
 
+
+def asked(spec: Spec, config: Config, log: Any, container_id: str = "") -> Request | None:
+    """What the container asks, as the policy lets it through (an allocation claimed, DRA claims verified, the
+    tuning policy checked: none of it needs the host); None when it asks for nothing. Reads and writes the
+    allocation record; RequestError or PolicyError."""
     env = env_map((spec.get("process") or {}).get("env") or [])
     annotations = spec.get("annotations") or {}
     vendors = all_vendors()
@@ -56,12 +68,22 @@ def prepare(spec: Spec, bundle: str, config: Config, log: Any, gpuhook_bin: str 
         log.debug("no gpu request")
         return None
     check_policy(request.tuning, config.tuning)  # before the host is read, as it needs nothing of it
-    counted = any(s.count for s in request.selections)
-    from gpuhook.apply.state_dir import hold_lock
+    return request
 
-    # held until this container's record is saved (released by the caller): a layout change (partition apply)
-    # waits for it and then sees the record; a count holds it alone, so the records read next are the truth
-    hold_lock(config.state_dir, exclusive=counted)
+
+def counts(request: Request) -> bool:
+    """Whether the request asks for a count (count:N): its transaction holds the lock alone."""
+    return any(s.count for s in request.selections)
+
+
+def planned(request: Request, spec: Spec, bundle: str, config: Config, log: Any, txn: Transaction,
+            gpuhook_bin: str = "/usr/local/bin/gpuhook") -> Prepared:
+    """The request decided inside `txn`, its lock held (a layout change waits for this container's record, then
+    sees it; a count holds it alone, so the records read here are the truth). Reads the host, the records and the
+    image's files, writes procfs copies and MPS directories; PlanError or PolicyError when it cannot start."""
+    from gpuhook.apply.spec import rootfs
+
+    counted = counts(request)
     root = Root(config.host_root)
     scoped = vendors_to_discover(request)
     inventory = discover(root, scoped)
@@ -69,16 +91,15 @@ def prepare(spec: Spec, bundle: str, config: Config, log: Any, gpuhook_bin: str 
         inventory = discover(root)
     inventory = identified(root, inventory, tuple(i for s in request.selections for i in s.devices or ()))
     # the other live GPU containers (the records read once): a count picks around them, exclusive refuses on them
-    users = _users(config.state_dir, container_id) if counted or request.tuning.exclusive else ()
+    users = txn.users() if counted or request.tuning.exclusive else ()
     if counted:
         from gpuhook.gpu_path.granting import pick_free
 
-        held = containers.gpus_of(config.state_dir, container_id) if container_id else None
-        request = pick_free(request, inventory, root, users, container_id, held)
+        request = pick_free(request, inventory, root, users, txn.container_id, txn.held())
         log.info("count picked", gpus=[i for s in request.selections for i in s.devices or ()],
                  in_use=sorted({f"{gpu}:{cid}" for gpu, cid in users}))
     needs = survey(request, inventory, spec, config)
-    ledger = _ledger_view(config.state_dir)
+    ledger = ledger_view(config.state_dir)
     facts = gather(needs, root, inventory.vendors, rootfs(spec, bundle), config, ledger,
                    users if request.tuning.exclusive else (), {v.NAME: v for v in all_vendors()})
     warm = os.environ.get("GPUHOOK_WARM_SOCKET")  # the hooks ask the warm helper the shim was told to ask
@@ -101,25 +122,6 @@ def prepare(spec: Spec, bundle: str, config: Config, log: Any, gpuhook_bin: str 
     return prepared
 
 
-def _ledger_view(state_dir: str) -> dict[str, Any] | None:
-    """The ledger as it is now, read without its lock and with only live holders: what the shim refuses on
-    before it edits config.json. None without a ledger (then not even the ledger module is loaded); a corrupt
-    one is reported by the prestart hook, where it matters."""
-    if not os.path.exists(os.path.join(state_dir, "ledger.json")):
-        return None
-    from gpuhook.apply.state_dir import ensure
-    from gpuhook.errors import LedgerError
-    from gpuhook.host.processes import holder_alive
-    from gpuhook.tuning import ledger
-
-    try:
-        state = ledger.load(os.path.join(ensure(state_dir), ledger.NAME))
-    except LedgerError:
-        return None
-    settings = {k: {**e, "holders": [h for h in e["holders"] if holder_alive(h)]} for k, e in state["settings"].items()}
-    return {"settings": settings, "leases": {g: h for g, h in state["leases"].items() if h and holder_alive(h)}}
-
-
 def register_device_container(spec: Spec, container_id: str, table: dict[str, Any], config_path: str,
                               validated: bool = False, runtime_root: str = "/run/runc", creator: int = 0) -> None:
     """A container with GPU device nodes but no request (`--device`, a device plugin's nodes): it is recorded
@@ -132,41 +134,16 @@ def register_device_container(spec: Spec, container_id: str, table: dict[str, An
     devices = (spec.get("linux") or {}).get("devices") or []
     if not devices:
         return
-    from gpuhook.apply.state_dir import hold_lock
-
-    hold_lock(config.state_dir, exclusive=False)  # as prepare: a layout change waits until the record is saved
-    selected = gpus_in_spec(devices, discover(Root(config.host_root)))
-    gpus = tuple(g.key() for _, found in selected for g in found)
-    if not gpus:
-        return
-    me = creator or os.getpid()  # the process the runtime runs in: it creates the container
-    drivers = tuple((inv.vendor, inv.driver_version or "") for inv, _ in selected)
-    record = containers.ContainerRecord(container_id, drivers, runtime_root, gpus=gpus, creator=me,
-                                        creator_start=start_time(me))
-    containers.save(config.state_dir, record)  # first: an exclusive request from now on sees it
-    recheck_leases(config.state_dir, record, "this container has its device node; wait for it to stop or give it "
-                   "other GPUs")
-
-
-def recheck_leases(state_dir: str, record: containers.ContainerRecord,
-                   way_out: str = "wait for it to stop or pick other GPUs") -> None:
-    """After this container's record is on disk, the leases once more: an exclusive holder that took its lease
-    meanwhile did not see the record, so this container must see the lease (then it withdraws and refuses)."""
-    from gpuhook.errors import PolicyError
-    from gpuhook.plan.tuning import check_leases
-
-    try:
-        check_leases((_ledger_view(state_dir) or {}).get("leases", {}), record.gpus, way_out=way_out)
-    except PolicyError:
-        containers.remove(state_dir, record)
-        raise
-
-
-def _users(state_dir: str, me: str) -> tuple[tuple[str, str], ...]:
-    """(GPU, container) of the live GPU containers gpuhook prepared, but `me`: an exclusive request is refused
-    on them."""
-    return tuple((gpu, r.id) for r in containers.live_records(state_dir, prune=False) for gpu in r.gpus
-                 if r.id != me)
+    with Transaction(config.state_dir, container_id) as txn:  # shared: a layout change waits for the record
+        selected = gpus_in_spec(devices, discover(Root(config.host_root)))
+        gpus = tuple(g.key() for _, found in selected for g in found)
+        if not gpus:
+            return
+        me = creator or os.getpid()  # the process the runtime runs in: it creates the container
+        drivers = tuple((inv.vendor, inv.driver_version or "") for inv, _ in selected)
+        record = containers.ContainerRecord(id=container_id, drivers=drivers, runtime_root=runtime_root, gpus=gpus,
+                                            creator=me, creator_start=start_time(me))
+        txn.commit(record, way_out="this container has its device node; wait for it to stop or give it other GPUs")
 
 
 def edit_bundle(data: bytes, bundle: str, container_id: str, table: dict[str, Any], config_path: str,
@@ -182,10 +159,7 @@ def edit_bundle(data: bytes, bundle: str, container_id: str, table: dict[str, An
     if is_sandbox(loaded.get("annotations") or {}):  # a pod's pause container: never GPUs, tuning or records
         return ()
     if not asks:  # GPU nodes without a request: --device, another device plugin
-        try:
-            register_device_container(loaded, container_id, table, config_path, validated, runtime_root, creator)
-        finally:
-            release_count_lock()
+        register_device_container(loaded, container_id, table, config_path, validated, runtime_root, creator)
         return ()
     new, warnings = edited_spec(loaded, bundle, container_id, table, config_path, validated, runtime_root, creator)
     if new is not None:
@@ -200,18 +174,7 @@ def edited_spec(spec: Spec, bundle: str, container_id: str, table: dict[str, Any
     Records the container under state_dir as created by `creator` (default: this process, which execs the
     runtime)."""
     config = from_table(table, config_path, validated)
-    try:
-        return _edited(spec, bundle, container_id, config, runtime_root, creator or os.getpid())
-    finally:
-        release_count_lock()
-
-
-def release_count_lock() -> None:
-    """Let the next start, count pick or layout change go on, once this container's record is saved or it failed
-    (the GPU path's lock, apply/state_dir.hold_lock: without that module loaded there is no lock)."""
-    held = sys.modules.get("gpuhook.apply.state_dir")
-    if held is not None:
-        held.release_lock()
+    return _edited(spec, bundle, container_id, config, runtime_root, creator or os.getpid())
 
 
 def _edited(spec: Spec, bundle: str, container_id: str, config: Config, runtime_root: str,
@@ -227,45 +190,37 @@ def _edited(spec: Spec, bundle: str, container_id: str, config: Config, runtime_
     here = os.path.dirname(os.path.abspath(sys.argv[0]))
     gpuhook_bin = os.path.join(here, "gpuhook")
     hook_bin = beside(here, "gpuhook-hook", gpuhook_bin)  # the hook's native front end (the warm helper, else gpuhook)
-    prepared = prepare(spec, bundle, config, logs.logger(config, container_id, "shim"), hook_bin, container_id)
-    if prepared is None:
+    log = logs.logger(config, container_id, "shim")
+    request = asked(spec, config, log, container_id)
+    if request is None:
         return None, ()
-    if (prepared.settings or prepared.exclusive) and not os.access(gpuhook_bin, os.X_OK):
-        raise ConfigError(f"tuning needs the gpuhook hook next to gpuhook-runtime, but {gpuhook_bin} is missing: "
-                          "reinstall gpuhook (./install.sh)")
-    if prepared.edits.ldcache_dirs:
-        from gpuhook.apply.linker_cache import make_mountpoint
+    with Transaction(config.state_dir, container_id, exclusive=counts(request)) as txn:
+        prepared = planned(request, spec, bundle, config, log, txn, hook_bin)
+        if (prepared.settings or prepared.exclusive) and not os.access(gpuhook_bin, os.X_OK):
+            raise ConfigError(f"tuning needs the gpuhook hook next to gpuhook-runtime, but {gpuhook_bin} is "
+                              "missing: reinstall gpuhook (./install.sh)")
+        if prepared.edits.ldcache_dirs:
+            from gpuhook.apply.linker_cache import make_mountpoint
 
-        make_mountpoint(config.state_dir)
-    ctx = SpecContext(rootfs(spec, bundle), config.ldconfig, config.hook_timeout, config.state_dir,
-                      beside(here, NAME), gpuhook_bin, config.path)  # "": a shell per copy, Python's refresh
-    new = apply_with(spec, prepared.edits, ctx)
-    # Docker's --gpus hook: its work is done (a hook would not know)
-    drop_hooks(new, "prestart", lambda h: is_gpus_hook(h, all_vendors()))
-    # a DRA claim's marker hooks: the shim's own prestart hook does their work (their poststop hook, which finds
-    # nothing left to release after the shim's, stays: a hook cannot tell which one runs first)
-    drop_hooks(new, "prestart", is_claim_hook)
-    from gpuhook.host.processes import start_time
+            make_mountpoint(config.state_dir)
+        ctx = SpecContext(rootfs(spec, bundle), config.ldconfig, config.hook_timeout, config.state_dir,
+                          beside(here, NAME), gpuhook_bin, config.path)  # "": a shell per copy, Python's refresh
+        new = apply_with(spec, prepared.edits, ctx)
+        # Docker's --gpus hook: its work is done (a hook would not know)
+        drop_hooks(new, "prestart", lambda h: is_gpus_hook(h, all_vendors()))
+        # a DRA claim's marker hooks: the shim's own prestart hook does their work (their poststop hook, which
+        # finds nothing left to release after the shim's, stays: a hook cannot tell which one runs first)
+        drop_hooks(new, "prestart", is_claim_hook)
+        from gpuhook.host.processes import start_time
 
-    # `me` execs the runtime: it creates the container
-    copies = tuple(o.source for o in prepared.edits.proc_overlays)
-    pod, namespace, name = pod_identity(spec.get("annotations") or {})
-    record = containers.ContainerRecord(container_id, prepared.drivers, runtime_root, gpus=prepared.gpus, creator=me,
-                                        creator_start=start_time(me), copies=copies, pod=pod, namespace=namespace,
-                                        container=name, planned=True, settings=prepared.settings,
-                                        exclusive=prepared.exclusive)
-    containers.save(config.state_dir, record)
-    recheck_leases(config.state_dir, record)
-    count_prepared(config.state_dir, prepared)
+        pod, namespace, name = pod_identity(spec.get("annotations") or {})
+        record = containers.ContainerRecord(
+            id=container_id, drivers=prepared.drivers, runtime_root=runtime_root, gpus=prepared.gpus,
+            creator=me, creator_start=start_time(me),  # `me` execs the runtime: it creates the container
+            copies=tuple(o.source for o in prepared.edits.proc_overlays), pod=pod, namespace=namespace,
+            container=name, planned=True, settings=prepared.settings, exclusive=prepared.exclusive)
+        txn.commit(record, count=prepared.drivers)
     return new, prepared.warnings
-
-
-def count_prepared(state_dir: str, prepared: Prepared) -> None:
-    """One more container prepared, for each vendor it got (the exporter's counter). Appends to state files."""
-    from gpuhook.apply import counters
-
-    for vendor in dict.fromkeys(v for v, _ in prepared.drivers):
-        counters.bump(state_dir, counters.PREPARED, vendor)
 
 
 def _make_directory(base: str, path: str) -> None:
