@@ -118,7 +118,7 @@ def decide(request: Request, inventory: Inventory, facts: HostFacts, spec: Spec,
     env, annotations = _env(spec), spec.get("annotations") or {}
     rocm_edits, verdict_edits, tree_version = Edits(), Edits(), None
     warnings: tuple[str, ...] = ()
-    if _checks_needed(by_vendor, env, annotations):
+    if _checks_needed(by_vendor, env, annotations) or request.host_rocm is not None:  # host-rocm refused here
         from gpuhook.plan import compat
 
         rocm_edits, tree_version = _host_rocm(request, config, by_vendor, facts, env, inventory.root)

@@ -268,6 +268,9 @@ REFUSALS: list[tuple[str, Request, tuple[VendorInventory, ...], HostFacts, dict[
     ("host-rocm-on-nvidia", _ask(_sel("nvidia", ("0",), "0"), host_rocm=HostRocm()), (NVIDIA,),
      HostFacts(host_cuda="12.4"), _spec({"CUDA_VERSION": "12.4.1"}), _config(), RequestError,
      "gpuhook.dev/host-rocm mounts the host's ROCm for AMD GPUs, but this container's GPUs are nvidia"),
+    ("host-rocm-on-nvidia-without-a-requirement", _ask(_sel("nvidia", ("0",), "0"), host_rocm=HostRocm()), (NVIDIA,),
+     HostFacts(), _spec(), _config(), RequestError,
+     "gpuhook.dev/host-rocm mounts the host's ROCm for AMD GPUs, but this container's GPUs are nvidia"),
     ("dev-is-a-link", NV_ONE, (NVIDIA,), HostFacts(dev_link="/host/dev"), _spec(), _config(), PolicyError,
      "the image's /dev is a symbolic link (to '/host/dev'): runc follows it out of the container when it sets up "
      "/dev, so gpuhook refuses to start this GPU container"),
