@@ -15,7 +15,7 @@ from gpuhook.plan.select import Selected, edits_for, select_all
 from gpuhook.plan.shared_gpu import check, own_mps
 from gpuhook.plan.tuning import check_conflicts, check_leases, check_policy, gpus_in_spec, settings_for
 from gpuhook.request.container import HostRocm, Request, env_map
-from gpuhook.vendors.contract import ROCM, Setting
+from gpuhook.vendors.contract import CUDA, ROCM, Setting
 from gpuhook.vendors.registry import get, stack
 from gpuhook.vendors.registry import tuning as tuning_part
 
@@ -89,7 +89,7 @@ def survey(request: Request, inventory: Inventory, spec: Spec, config: Config) -
         cuda_vendor = compat.cuda_vendor(selected) if cuda or nvml else ""
     return Needs(checks, cuda, nvml, checks and _host_rocm_wanted(request, config, by_vendor) is not None,
                  tuple((inv.vendor, gpus) for inv, gpus in selected),
-                 tuple((v, stack(v)) for v in by_vendor if stack(v).IMAGE), cuda_vendor=cuda_vendor)
+                 tuple((v, stack(v)) for v in by_vendor if stack(v).IMAGE) if checks else (), cuda_vendor=cuda_vendor)
 
 
 def decide(request: Request, inventory: Inventory, facts: HostFacts, spec: Spec, config: Config,
@@ -166,15 +166,16 @@ def _env(spec: Spec) -> dict[str, str]:
 
 
 def _checks_needed(by_vendor: dict[str, Any], env: dict[str, str], annotations: dict[str, str]) -> bool:
-    """Whether compatibility checks or host ROCm apply: ROCm's GPUs, a vendor's whose user space the image's files
-    say (its stack part's IMAGE), or a stated requirement."""
-    return (_rocm_vendor(by_vendor) is not None or "gpuhook.dev/require" in annotations or "CUDA_VERSION" in env
-            or any(k.startswith("NVIDIA_REQUIRE_") for k in env) or any(stack(v).IMAGE for v in by_vendor))
+    """Whether compatibility checks or host ROCm apply: GPUs whose user space is not CUDA (ROCm, DTK: the image's
+    files say its release), or a stated requirement (CUDA's way). Reads the vendors' STACK, not their stack parts."""
+    return ("gpuhook.dev/require" in annotations or "CUDA_VERSION" in env
+            or any(k.startswith("NVIDIA_REQUIRE_") for k in env)
+            or any(get(v).STACK not in ("", CUDA) for v in by_vendor))
 
 
 def _rocm_vendor(vendors: Iterable[str]) -> str | None:
     """The vendor among `vendors` whose stack is ROCm (host ROCm, HSA's settings and ROCm's check are its), if any."""
-    return next((v for v in vendors if stack(v).STACK == ROCM), None)
+    return next((v for v in vendors if get(v).STACK == ROCM), None)
 
 
 def _host_rocm_wanted(request: Request, config: Config, by_vendor: dict[str, Any]) -> HostRocm | None:

@@ -68,6 +68,8 @@ class Vendor(Protocol):
     CAPABILITIES_ENV: str | None  # the env that names driver capabilities, if the vendor has one
     CDI_KIND: str  # e.g. nvidia.com/gpu
     DOCKER_GPUS_HOOK: str | None  # the prestart hook Docker's --gpus adds with ENV_KEY (request.docker_flag)
+    STACK: str  # the user space its images carry (CUDA, ROCm, DTK; "" for none), which its stack part checks: the
+    # GPU path reads it to know whether checks apply before it loads that part
 
     def parse_id(self, item: str) -> str | None:
         """The vendor's own identifier form (a UUID) normalised, or None when `item` is not one."""
@@ -163,11 +165,9 @@ def _part(name: str, kind: str) -> Any:
     if found is None:
         vendor = get(name)
         if name in BUILTIN:
-            import importlib
-
             module = f"gpuhook.vendors.{name}.{kind}"
-            try:
-                found = importlib.import_module(module)
+            try:  # __import__, not importlib.import_module: importlib and warnings cost the GPU path 4 modules
+                found = __import__(module, fromlist=[kind])
             except ModuleNotFoundError as e:
                 if e.name != module:
                     raise

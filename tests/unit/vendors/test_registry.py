@@ -41,6 +41,7 @@ class Toy:
     CAPABILITIES_ENV = None
     CDI_KIND = "toy.example/gpu"
     DOCKER_GPUS_HOOK = None
+    STACK = ""
 
     def parse_id(self, item: str) -> str | None:
         return item.upper() if item.upper().startswith("TOY-") and item[4:].isalnum() else None
@@ -187,6 +188,7 @@ class FullToy(Toy):
     """The toy with every part, as attributes named after them (registry.part's convention for a registered
     vendor)."""
 
+    STACK = "ToyKit"
     tuning = ToyTuning()
     telemetry = ToyTelemetry()
     kubernetes = ToyKubernetes()

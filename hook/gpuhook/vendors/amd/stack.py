@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from gpuhook.errors import PolicyError
 from gpuhook.host import rocm
+from gpuhook.vendors.amd.vendor import STACK as STACK
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from gpuhook.host.image import InRoot
     from gpuhook.host.inventory import VendorInventory
 
-STACK = "ROCm"
 IMAGE = False  # read by host/facts.py as image_rocm, beside the host-rocm trees
 
 

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 NAME = "amd"
 LABEL = "AMD"
+STACK = "ROCm"  # the user space its images carry: its stack part (stack.py) checks it
 NODE_PREFIXES: tuple[str, ...] = ("/dev/kfd", "/dev/dri/renderD")
 ENV_KEY = "AMD_VISIBLE_DEVICES"
 NONE_MEANS_DRIVER = False

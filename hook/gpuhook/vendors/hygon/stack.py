@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from gpuhook.vendors.hygon.vendor import STACK as STACK
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from gpuhook.host.image import InRoot
     from gpuhook.host.inventory import VendorInventory
 
-STACK = "DTK"
 IMAGE = True
 
 

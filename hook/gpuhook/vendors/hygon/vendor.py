@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 NAME = "hygon"
 LABEL = "Hygon DCU"
+STACK = "DTK"  # the user space its images carry: its stack part (stack.py) checks it
 NODE_PREFIXES: tuple[str, ...] = ("/dev/kfd", "/dev/mkfd", "/dev/dri/renderD")
 ENV_KEY = "HYGON_VISIBLE_DEVICES"  # not HIP_VISIBLE_DEVICES: that one the HIP runtime reads inside the container
 NONE_MEANS_DRIVER = False

@@ -5,13 +5,13 @@ these answers, CUDA's forward compatibility included. Pure."""
 from __future__ import annotations
 
 from gpuhook.request.requirements import version_tuple
+from gpuhook.vendors.nvidia.vendor import STACK as STACK
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from gpuhook.host.image import InRoot
     from gpuhook.host.inventory import VendorInventory
 
-STACK = "CUDA"
 IMAGE = False  # an image states its CUDA in env; its forward-compatibility libraries are read by host/facts.py
 
 # Minimum Linux x86_64 driver of each CUDA toolkit release (NVIDIA CUDA Toolkit release notes,

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 NAME = "nvidia"
 LABEL = "NVIDIA"
+STACK = "CUDA"  # the user space its images carry: its stack part (stack.py) checks it
 NODE_PREFIXES: tuple[str, ...] = ("/dev/nvidia",)
 ENV_KEY = "NVIDIA_VISIBLE_DEVICES"
 NONE_MEANS_DRIVER = True
