@@ -462,9 +462,7 @@ def test_a_changed_partition_mode_republishes_and_a_partition_is_claimed(dra: Dr
 
 
 def _with_partitions(spec: HostSpec) -> HostSpec:
-    import dataclasses
-
-    return dataclasses.replace(spec, amd_partitions="CPX")
+    return spec.replace(amd_partitions="CPX")
 
 
 def _logs_in(dra: Dra, namespace: str, pod: str, timeout: float = 90) -> list[str]:

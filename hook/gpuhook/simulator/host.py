@@ -5,42 +5,76 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
 
 MARKER = ".gpuhook-simulated"
 SIM_STATE = "/var/lib/gpuhook-sim"  # the stub NVML's and amd_smi's state, under the simulated root
-@dataclass(frozen=True, slots=True)
 class HostSpec:
-    """What the simulated host has."""
+    """What the simulated host has: what every vendor's simulator shares (NUMA nodes, fans, drivers loaded without
+    GPUs) and, by name, the rest: each vendor's GPU count under its own name (nvidia=2, amd=2, toy=1) and each
+    vendor's own settings (nvidia_driver=, mig=, amd_partitions=, hygon_driver=, ...), whose names, defaults and
+    meaning are its sim part's (vendors/<v>/sim.py: Options). testing/simulate.py refuses a name no vendor takes.
+    Immutable; `replace` makes a changed copy."""
 
-    nvidia: int = 0
-    amd: int = 0
-    hygon: int = 0  # Hygon DCUs (a host has AMD GPUs or Hygon DCUs: each driver owns /dev/kfd)
-    nvidia_driver: str = "550.54.15"
-    cuda_version: int = 12040  # what the stub libcuda's cuDriverGetVersion reports
-    nvidia_arch: str = "9.0"  # compute capability the stub NVML reports for every GPU
-    nvidia_brand: int = 2  # nvmlBrandType_t the stub NVML reports (2: Tesla)
-    amd_driver: str | None = "6.7.0"  # None: the in-kernel amdgpu (no /sys/module/amdgpu/version)
-    gfx_target_version: int = 90402  # gfx942
-    bmc_card: bool = True  # a VGA card0 (a BMC) before the AMD GPUs' card nodes, as on servers
-    drivers_without_gpus: tuple[str, ...] = ()  # vendors whose driver is loaded even with no GPU
-    amdsmi: bool = True  # a stub libamd_smi.so in /opt/rocm/lib (else tuning falls back to amdgpu sysfs)
-    host_rocm: tuple[str, ...] = ()  # ROCm user-space trees under /opt/rocm-<version>; /opt/rocm -> the last
-    rocm_data_mb: int = 0  # a sparse data file of this size in each ROCm tree, like rocBLAS's kernel libraries
-    others: tuple[tuple[str, int], ...] = ()  # GPUs of vendors registered from outside: (name, count)
-    numa_nodes: int = 1  # each vendor's GPUs spread evenly over this many NUMA nodes (sysfs numa_node)
-    mig: tuple[str, ...] = ()  # NVIDIA MIG profiles (1g.10gb, 3g.40gb, ...) made on each MIG GPU, in order
-    mig_capable: bool = False  # NVIDIA GPUs MIG capable (MIG mode off) though `mig` makes none
-    mig_gpus: int | None = None  # how many NVIDIA GPUs (the first ones) are in MIG mode; None: all, when `mig`
-    amd_partitions: str = "SPX"  # every AMD GPU's compute partition mode: SPX (whole), DPX, QPX, CPX (8 partitions)
-    amd_memory_partition: str = "NPS1"  # and its memory partition mode (NPS1, NPS4)
-    hygon_driver: str = "6.2.26"  # the DCU driver's version (the module is hydcu up to 6.2, hycu from 6.3)
-    hyhal: bool = True  # the driver's HAL in /opt/hyhal (hy-smi, librocm_smi64)
-    fans: int = 1  # fans on each GPU the stubs report (0: passively cooled, as SXM and OAM boards are)
+    __slots__ = ("drivers_without_gpus", "fans", "numa_nodes", "values")
+
+    def __init__(self, *, drivers_without_gpus: tuple[str, ...] = (), numa_nodes: int = 1, fans: int = 1,
+                 others: tuple[tuple[str, int], ...] = (), **values: object) -> None:
+        """`others`: GPUs of vendors registered from outside, as (name, count); the same as `name=count`."""
+        object.__setattr__(self, "drivers_without_gpus", tuple(drivers_without_gpus))  # loaded even with no GPU
+        object.__setattr__(self, "numa_nodes", numa_nodes)  # each vendor's GPUs spread evenly over these (sysfs)
+        object.__setattr__(self, "fans", fans)  # fans on each GPU the stubs report (0: passively cooled)
+        object.__setattr__(self, "values", tuple(sorted({**dict(others), **values}.items())))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"HostSpec is immutable: use replace(), not {name} = ...")
+
+    def __getattr__(self, name: str) -> Any:
+        """A named value as given (a vendor's count or setting); AttributeError when it was not given."""
+        for key, value in object.__getattribute__(self, "values"):
+            if key == name:
+                return value
+        raise AttributeError(name)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, HostSpec) and self.fields() == other.fields()
+
+    def __hash__(self) -> int:
+        return hash(repr(self.fields()))
+
+    def __repr__(self) -> str:
+        return "HostSpec(" + ", ".join(f"{k}={v!r}" for k, v in self.fields().items()) + ")"
+
+    def fields(self) -> dict[str, Any]:
+        """Every value given and shared, by name (what the marker file keeps)."""
+        return {"drivers_without_gpus": self.drivers_without_gpus, "numa_nodes": self.numa_nodes, "fans": self.fans,
+                **dict(self.values)}
+
+    def replace(self, **changes: object) -> HostSpec:
+        """A copy with `changes`."""
+        return HostSpec(**{**self.fields(), **changes})
 
     def gpus_of(self, vendor: str) -> int:
         """How many GPUs of `vendor` the host has."""
-        return {"nvidia": self.nvidia, "amd": self.amd, "hygon": self.hygon, **dict(self.others)}.get(vendor, 0)
+        count = dict(self.values).get(vendor, 0)
+        return count if isinstance(count, int) else 0
+
+    def taken(self, defaults: dict[str, Any]) -> dict[str, Any]:
+        """`defaults` (a vendor's settings by name) with the values given for them."""
+        given = dict(self.values)
+        return {k: given.get(k, v) for k, v in defaults.items()}
+
+
+def settings_of(spec: HostSpec, kind: type[T]) -> T:
+    """A vendor's settings record `kind` (a @frozen class: its fields the names it takes, with defaults) from
+    `spec`: the values given for its fields, its defaults for the rest."""
+    names = kind._fields  # type: ignore[attr-defined]  # frozen's, at run time
+    return kind(**{k: v for k, v in spec.values if k in names})
 
 
 def write(root: str, path: str, text: str) -> None:

@@ -4,7 +4,6 @@ share is simulator/host.py."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -13,7 +12,7 @@ from gpuhook import fastjson
 from gpuhook.errors import SimulatorError
 from gpuhook.simulator.host import MARKER, HostSpec
 from gpuhook.statefile import read_bounded
-from gpuhook.vendors.registry import all_vendors, sim
+from gpuhook.vendors.registry import all_vendors, names, sim
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -24,13 +23,14 @@ def build_host(root: str, spec: HostSpec, replace: bool = True) -> str:
     """Create a simulated host at `root` (re-create one gpuhook simulate made there, if `replace`); return its
     absolute path. Needs root for mknod."""
     root = os.path.abspath(root)
+    _check_names(spec)
     _prepare(root, replace)
     for vendor in all_vendors():
         count = spec.gpus_of(vendor.NAME)
         if count or vendor.NAME in spec.drivers_without_gpus:
             sim(vendor.NAME).build(root, spec, count)
     with open(os.path.join(root, MARKER), "w") as f:
-        f.write(json.dumps(dataclasses.asdict(spec)) + "\n")  # the spec, for the simulated drivers' rebuilds
+        f.write(json.dumps(spec.fields()) + "\n")  # the spec, for the simulated drivers' rebuilds
     return root
 
 
@@ -47,9 +47,23 @@ def spec_of(root: str) -> HostSpec:
         return tuple(frozen(x) for x in v) if isinstance(v, list) else v
 
     try:
-        return HostSpec(**{k: frozen(v) for k, v in fields.items()})
-    except TypeError as e:  # a field HostSpec lacks
+        spec = HostSpec(**{k: frozen(v) for k, v in fields.items()})
+        _check_names(spec)
+        return spec
+    except (TypeError, SimulatorError) as e:  # a field HostSpec lacks, a name no vendor takes
         raise SimulatorError(f"{root}: its marker is not one this gpuhook wrote ({e}): build the host anew") from e
+
+
+def _check_names(spec: HostSpec) -> None:
+    """SimulatorError for a name in `spec` that is neither a vendor's (its GPU count) nor one of a vendor's
+    settings (its sim part's OPTIONS)."""
+    known = set(names())
+    for vendor in names():
+        known.update(getattr(sim(vendor).OPTIONS, "_fields", ()))
+    unknown = sorted(k for k, _ in spec.values if k not in known)
+    if unknown:
+        raise SimulatorError(f"a simulated host has no {', '.join(unknown)}: it takes each vendor's GPU count by its "
+                             f"name ({', '.join(names())}) and the vendors' settings ({', '.join(sorted(known))})")
 
 
 def _prepare(root: str, replace: bool) -> None:

@@ -213,6 +213,7 @@ class SimPart(Protocol):
     STATE: str  # the name its stub library's state files start with under the host's SIM_STATE ("" for none)
     REACTIONS: tuple[str, ...]  # what its stubs ask the simulator to play (a partition mode, MIG instances)
     DEMO: str  # the shell command `gpuhook demo`'s container runs to show what it got of this vendor's GPU
+    OPTIONS: type  # its settings in a HostSpec: a @frozen record whose fields are their names, with defaults
 
     def build(self, root: str, spec: HostSpec, count: int) -> None:
         """Add this vendor's driver and `count` GPUs to the simulated host at `root`. Writes files, mknod."""

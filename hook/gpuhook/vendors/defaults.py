@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from gpuhook.edits import Edits
 from gpuhook.errors import DiscoveryError, GpuhookError, RequestError, SimulatorError, TuningError
+from gpuhook.frozen import frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -116,8 +117,15 @@ class NoStack:
         return None
 
 
+@frozen
+class _NoOptions:
+    """No settings."""
+
+
 class NoSim:
     """A vendor `gpuhook simulate` cannot make."""
+
+    OPTIONS: type = _NoOptions
 
     def __init__(self, label: str) -> None:
         self._label = label

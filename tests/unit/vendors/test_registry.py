@@ -163,6 +163,7 @@ class ToySim:
     STATE = ""
     REACTIONS: tuple[str, ...] = ()
     DEMO = "ls -l /dev/toy*"
+    OPTIONS: type = object  # no settings of its own
 
     def react(self, root: str, spec: object, what: str, index: int, value: str) -> None:
         raise NotImplementedError
@@ -329,6 +330,23 @@ def test_a_vendor_without_parts_gets_the_defaults(tmp_path: Path) -> None:
             build_host(str(tmp_path / "host"), HostSpec(others=(("bare", 1),)))
     finally:
         registry.unregister("bare")
+
+
+def test_a_hosts_settings_are_the_vendors_sim_parts(tmp_path: Path) -> None:
+    """HostSpec takes each vendor's count by its name and each vendor's settings by the names of its sim part's
+    OPTIONS; a name no vendor takes is refused before anything is built, and a marker keeps them all."""
+    from gpuhook.errors import SimulatorError
+    from gpuhook.testing.simulate import HostSpec, build_host, spec_of
+
+    assert set(registry.sim("nvidia").OPTIONS._fields) >= {"nvidia_driver", "mig"}  # type: ignore[attr-defined]
+    assert "nvidia_driver" not in HostSpec.__slots__  # no vendor's setting is the simulator's own
+    with pytest.raises(SimulatorError, match="has no bogus_driver"):
+        build_host(str(tmp_path / "bad"), HostSpec(nvidia=1, bogus_driver="1.0"))
+    assert not (tmp_path / "bad").exists()
+    root = build_host(str(tmp_path / "host"), HostSpec(nvidia=1, amd=1, nvidia_driver="570.86.10", amd_driver=None))
+    assert Path(root, "proc/driver/nvidia/version").read_text().split()[7] == "570.86.10"
+    assert not Path(root, "sys/module/amdgpu/version").exists()  # the in-kernel driver, as asked
+    assert spec_of(root) == HostSpec(nvidia=1, amd=1, nvidia_driver="570.86.10", amd_driver=None)
 
 
 def test_an_attribute_that_is_no_part_is_refused() -> None:

@@ -6,9 +6,10 @@ import os
 import shutil
 
 from gpuhook.errors import SimulatorError
+from gpuhook.frozen import frozen
 from gpuhook.simulator import stub_libs as stubs
 from gpuhook.simulator import telemetry as sim_telemetry
-from gpuhook.simulator.host import SIM_STATE, HostSpec, node, pci_device, react_command, write
+from gpuhook.simulator.host import SIM_STATE, HostSpec, node, pci_device, react_command, settings_of, write
 
 RENDER_GID = 109
 VIDEO_GID = 44
@@ -25,18 +26,36 @@ STATE = "amdsmi"  # the stub amd-smi's settings: reset with the GPUs a partition
 REACTIONS: tuple[str, ...] = ("compute-partition", "memory-partition")
 DEMO = "ls -l /dev/kfd /dev/dri; id"
 
+@frozen
+class Options:
+    """The simulated amdgpu's settings, by the names HostSpec takes them."""
+
+    amd_driver: str | None = "6.7.0"  # None: the in-kernel amdgpu (no /sys/module/amdgpu/version)
+    gfx_target_version: int = 90402  # gfx942
+    bmc_card: bool = True  # a VGA card0 (a BMC) before the GPUs' card nodes, as on servers
+    amdsmi: bool = True  # a stub libamd_smi.so in /opt/rocm/lib (else tuning falls back to amdgpu sysfs)
+    host_rocm: tuple[str, ...] = ()  # ROCm user-space trees under /opt/rocm-<version>; /opt/rocm -> the last
+    rocm_data_mb: int = 0  # a sparse data file of this size in each ROCm tree, like rocBLAS's kernel libraries
+    amd_partitions: str = "SPX"  # every GPU's compute partition mode: SPX (whole), DPX, QPX, CPX (8 partitions)
+    amd_memory_partition: str = "NPS1"  # and its memory partition mode (NPS1, NPS4)
+
+
+OPTIONS: type = Options
+
+
+def options(spec: HostSpec) -> Options:
+    """This driver's settings in `spec`."""
+    return settings_of(spec, Options)
+
+
 
 def react(root: str, spec: HostSpec, what: str, index: int, value: str) -> HostSpec | None:
     """A GPU's compute or memory partition mode changed through the stub amd-smi: the host is rebuilt with that GPU
     in its new mode, as amdgpu re-lays its KFD and render nodes."""
-    import dataclasses
-
-    compute = what == "compute-partition"
-    modes = per_gpu(spec.amd_partitions if compute else spec.amd_memory_partition, spec.amd)
+    field = "amd_partitions" if what == "compute-partition" else "amd_memory_partition"
+    modes = per_gpu(getattr(options(spec), field), spec.gpus_of("amd"))
     modes[index] = value
-    if compute:
-        return dataclasses.replace(spec, amd_partitions=",".join(modes))
-    return dataclasses.replace(spec, amd_memory_partition=",".join(modes))
+    return spec.replace(**{field: ",".join(modes)})
 
 
 def settle(root: str) -> None:
@@ -51,18 +70,19 @@ def per_gpu(modes: str, count: int) -> list[str]:
 
 def build(root: str, spec: HostSpec, count: int) -> None:
     """KFD topology, DRM nodes and links, amdgpu sysfs, host ROCm trees and a stub libamd_smi."""
+    o = options(spec)
     topo = "/sys/class/kfd/kfd/topology/nodes"
     write(root, f"{topo}/0/properties", "cpu_cores_count 64\nsimd_count 0\nmem_banks_count 1\n"
            "gfx_target_version 0\nvendor_id 0\ndevice_id 0\nlocation_id 0\ndomain 0\ndrm_render_minor 0\n")
     write(root, f"{topo}/0/gpu_id", "0\n")
     write(root, f"{topo}/0/name", "\n")
-    first_card = 1 if spec.bmc_card else 0
-    if spec.bmc_card:
+    first_card = 1 if o.bmc_card else 0
+    if o.bmc_card:
         drm_minor(root, "0000:02:00.0", "card0")
         node(root, "/dev/dri/card0", DRI_MAJOR, 0, 0o660, VIDEO_GID)
-    computes, memories = per_gpu(spec.amd_partitions, count), per_gpu(spec.amd_memory_partition, count)
+    computes, memories = per_gpu(o.amd_partitions, count), per_gpu(o.amd_memory_partition, count)
     if any(m not in PARTITIONS for m in computes):
-        raise SimulatorError(f"--partitions {spec.amd_partitions!r}: expected one of {', '.join(PARTITIONS)} (or one "
+        raise SimulatorError(f"--partitions {o.amd_partitions!r}: expected one of {', '.join(PARTITIONS)} (or one "
                              "a GPU, comma-separated)")
     done, xcp = 0, 0  # KFD nodes (and render minors) and amdgpu_xcp platform devices of the GPUs before
     for i in range(count):
@@ -75,7 +95,7 @@ def build(root: str, spec: HostSpec, count: int) -> None:
             render_minor = 128 + k
             write(root, f"{topo}/{k + 1}/properties",
                   f"cpu_cores_count 0\nsimd_count {1216 // per}\nsimd_per_cu 4\nmem_banks_count 1\n"
-                  f"gfx_target_version {spec.gfx_target_version}\nvendor_id 4098\ndevice_id 29857\n"
+                  f"gfx_target_version {o.gfx_target_version}\nvendor_id 4098\ndevice_id 29857\n"
                   f"location_id {bus << 8 | (p if per > 1 else 0)}\ndomain 0\ndrm_render_minor {render_minor}\n"
                   f"unique_id {0x5A1E000000000000 + i}\n")
             write(root, f"{topo}/{k + 1}/mem_banks/0/properties",
@@ -95,13 +115,13 @@ def build(root: str, spec: HostSpec, count: int) -> None:
         write(root, f"{device}/available_memory_partition", ", ".join(MEMORY_PARTITIONS) + "\n")
     node(root, "/dev/kfd", KFD_MAJOR, 0, 0o660, RENDER_GID)
     write(root, "/sys/module/amdgpu/initstate", "live\n")  # in-tree or DKMS, the module is there
-    if spec.amd_driver:
-        write(root, "/sys/module/amdgpu/version", spec.amd_driver + "\n")
-    for version in spec.host_rocm:
-        _rocm_tree(root, version, spec.rocm_data_mb)
-    if spec.host_rocm:
-        os.symlink(f"rocm-{spec.host_rocm[-1]}", root + "/opt/rocm")
-    if count and spec.amdsmi:
+    if o.amd_driver:
+        write(root, "/sys/module/amdgpu/version", f"{o.amd_driver}\n")
+    for version in o.host_rocm:
+        _rocm_tree(root, version, o.rocm_data_mb)
+    if o.host_rocm:
+        os.symlink(f"rocm-{o.host_rocm[-1]}", root + "/opt/rocm")
+    if count and o.amdsmi:
         _amdsmi(root, spec, count)
 
 

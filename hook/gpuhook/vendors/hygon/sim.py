@@ -9,9 +9,10 @@ import os
 import shutil
 
 from gpuhook.errors import SimulatorError
+from gpuhook.frozen import frozen
 from gpuhook.simulator import stub_libs as stubs
 from gpuhook.simulator import telemetry as sim_telemetry
-from gpuhook.simulator.host import HostSpec, node, pci_device, write
+from gpuhook.simulator.host import HostSpec, node, pci_device, settings_of, write
 from gpuhook.vendors.amd import sim as amd_sim
 
 TOPOLOGY = "/sys/class/kfd/kfd/topology/nodes"
@@ -25,6 +26,22 @@ IDLE = sim_telemetry.Telemetry(0, 268435456, VRAM, 60000, 36, 1500)  # an idle K
 STATE = ""  # no stub library of its own keeps state
 REACTIONS: tuple[str, ...] = ()
 DEMO = "ls -l /dev/kfd /dev/mkfd /dev/dri; ls /opt/hyhal; id"
+
+@frozen
+class Options:
+    """The simulated Hygon driver's settings, by the names HostSpec takes them."""
+
+    hygon_driver: str = "6.2.26"  # the DCU driver's version (the module is hydcu up to 6.2, hycu from 6.3)
+    hyhal: bool = True  # the driver's HAL in /opt/hyhal (hy-smi, librocm_smi64)
+
+
+OPTIONS: type = Options
+
+
+def options(spec: HostSpec) -> Options:
+    """This driver's settings in `spec`."""
+    return settings_of(spec, Options)
+
 
 
 def react(root: str, spec: HostSpec, what: str, index: int, value: str) -> HostSpec | None:
@@ -40,7 +57,7 @@ def settle(root: str) -> None:
 
 def build(root: str, spec: HostSpec, count: int) -> None:
     """`count` DCUs, numbered after the KFD nodes, cards and render nodes already there (a BMC's card0 first)."""
-    if spec.amd:
+    if spec.gpus_of("amd"):
         raise SimulatorError("a host runs amdgpu or Hygon's hycu, not both (each owns /dev/kfd): simulate AMD GPUs "
                              "or Hygon DCUs")
     if not os.path.exists(f"{root}{TOPOLOGY}/0"):
@@ -48,7 +65,7 @@ def build(root: str, spec: HostSpec, count: int) -> None:
               "gfx_target_version 0\nvendor_id 0\ndevice_id 0\nlocation_id 0\ndomain 0\ndrm_render_minor 0\n")
     first_node = len([n for n in os.listdir(root + TOPOLOGY) if n.isdigit()])
     cards = _taken(root, "card")
-    if spec.bmc_card and not cards:
+    if amd_sim.options(spec).bmc_card and not cards:
         amd_sim.drm_minor(root, "0000:02:00.0", "card0")
         node(root, "/dev/dri/card0", amd_sim.DRI_MAJOR, 0, 0o660, amd_sim.VIDEO_GID)
         cards = 1
@@ -72,10 +89,10 @@ def build(root: str, spec: HostSpec, count: int) -> None:
     if not os.path.exists(root + "/dev/kfd"):
         node(root, "/dev/kfd", amd_sim.KFD_MAJOR, 0, 0o660, amd_sim.RENDER_GID)
     node(root, "/dev/mkfd", MKFD_MAJOR, 0, 0o660, amd_sim.RENDER_GID)
-    module = "hycu" if tuple(int(x) for x in spec.hygon_driver.split(".")[:2]) >= (6, 3) else "hydcu"
-    write(root, f"/sys/module/{module}/version", spec.hygon_driver + "\n")
+    module = "hycu" if tuple(int(x) for x in options(spec).hygon_driver.split(".")[:2]) >= (6, 3) else "hydcu"
+    write(root, f"/sys/module/{module}/version", options(spec).hygon_driver + "\n")
     write(root, f"/sys/module/{module}/initstate", "live\n")
-    if spec.hyhal:
+    if options(spec).hyhal:
         _hal(root)
 
 

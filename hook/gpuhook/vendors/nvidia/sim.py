@@ -10,6 +10,7 @@ from gpuhook.proc import run
 from gpuhook.simulator import stub_libs as stubs
 from gpuhook.simulator import telemetry as sim_telemetry
 from gpuhook.simulator.host import SIM_STATE, HostSpec, node, pci_device, react_command, write
+from gpuhook.vendors.nvidia.sim_options import Options, options
 
 LDCONFIG = "/sbin/ldconfig"
 NV_MAJOR, UVM_MAJOR = 195, 509
@@ -38,6 +39,9 @@ STATE = "nvml"  # the stub NVML's tunables, fans and MIG instances (nvml, nvml.m
 REACTIONS: tuple[str, ...] = ("mig-sync",)
 DEMO = "ls -l /dev/nvidia*; nvidia-smi; dlopen-probe libcuda.so.1; grep libcuda /proc/self/mountinfo"
 
+OPTIONS: type = Options
+
+
 
 def react(root: str, spec: HostSpec, what: str, index: int, value: str) -> HostSpec | None:
     """mig-sync: the stub NVML created or destroyed MIG instances; the driver's procfs capabilities of them follow
@@ -58,7 +62,7 @@ def settle(root: str) -> None:
 
 def build(root: str, spec: HostSpec, count: int) -> None:
     """procfs, /dev/nvidia* nodes, stub driver libraries (SONAMEs, a real ld.so.cache) and tools."""
-    v = spec.nvidia_driver
+    v = options(spec).nvidia_driver
     write(root, "/proc/driver/nvidia/params",
            "ResmanDebugLevel: 4294967295\nRmLogonRC: 1\nModifyDeviceFiles: 1\nDeviceFileUID: 0\n"
            "DeviceFileGID: 0\nDeviceFileMode: 438\nInitializeSystemMemoryAllocations: 1\n")
@@ -79,16 +83,16 @@ def build(root: str, spec: HostSpec, count: int) -> None:
     node(root, "/dev/nvidia-modeset", NV_MAJOR, 254, 0o666, 0)
     node(root, "/dev/nvidia-uvm", UVM_MAJOR, 0, 0o666, 0)
     node(root, "/dev/nvidia-uvm-tools", UVM_MAJOR, 1, 0o666, 0)
-    if spec.mig or spec.mig_capable:
+    if options(spec).mig or options(spec).mig_capable:
         from gpuhook.vendors.nvidia import sim_mig
 
         sim_mig.build(root, spec, count)
     if not 0 <= spec.fans <= 4:
         raise SimulatorError(f"fans={spec.fans}: the stub NVML models 0-4 fans a GPU")
-    cc_major, cc_minor = spec.nvidia_arch.split(".")
+    cc_major, cc_minor = options(spec).nvidia_arch.split(".")
     os.makedirs(root + SIM_STATE, exist_ok=True)
-    defines = {"STUB_DRIVER_VERSION": f'"{v}"', "STUB_CUDA_VERSION": str(spec.cuda_version),
-               "STUB_CC_MAJOR": cc_major, "STUB_CC_MINOR": cc_minor, "STUB_BRAND": str(spec.nvidia_brand),
+    defines = {"STUB_DRIVER_VERSION": f'"{v}"', "STUB_CUDA_VERSION": str(options(spec).cuda_version),
+               "STUB_CC_MAJOR": cc_major, "STUB_CC_MINOR": cc_minor, "STUB_BRAND": str(options(spec).nvidia_brand),
                "STUB_STATE": f'"{root}{SIM_STATE}/nvml"', "STUB_NV_GPUS": str(max(count, 1)),
                "STUB_FANS": str(spec.fans), "STUB_REACT": f'"{react_command(root)}"'}
     os.makedirs(root + LIB_DIR, exist_ok=True)

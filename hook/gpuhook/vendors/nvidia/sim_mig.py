@@ -7,6 +7,7 @@ import os
 
 from gpuhook.errors import SimulatorError
 from gpuhook.simulator.host import SIM_STATE, HostSpec, node, write
+from gpuhook.vendors.nvidia.sim_options import options
 
 CAPS_MAJOR = 237
 SLICES = 7  # an H100's compute slices
@@ -33,13 +34,14 @@ def profile(name: str) -> tuple[int, int]:
 
 
 def build(root: str, spec: HostSpec, count: int) -> None:
-    """MIG devices `spec.mig` on each of the first `spec.mig_gpus` GPUs (device minor = index)."""
-    shapes = [profile(p) for p in spec.mig]
+    """MIG devices `mig` on each of the first `mig_gpus` GPUs (device minor = index): the driver's options."""
+    o = options(spec)
+    shapes = [profile(p) for p in o.mig]
     if sum(s for s, _ in shapes) > SLICES:
-        raise SimulatorError(f"--mig {' '.join(spec.mig)}: {sum(s for s, _ in shapes)} slices, a GPU has {SLICES}")
+        raise SimulatorError(f"--mig {' '.join(o.mig)}: {sum(s for s, _ in shapes)} slices, a GPU has {SLICES}")
     write(root, "/proc/devices", f"Character devices:\n  1 mem\n195 nvidia\n{CAPS_MAJOR} nvidia-caps\n"
                                  "509 nvidia-uvm\n\nBlock devices:\n  8 sd\n")
-    gpus = range(count if spec.mig_gpus is None else min(spec.mig_gpus, count)) if shapes else range(0)
+    gpus = range(count if o.mig_gpus is None else min(o.mig_gpus, count)) if shapes else range(0)
     minors = ["config 1", "monitor 2"]
     for g in range(count):
         for gi in range(15):
