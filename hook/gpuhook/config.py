@@ -37,7 +37,8 @@ class Policy:
 
 @frozen
 class TuningPolicy:
-    """What the admin allows ([policy] allow_tuning and the [tuning] table)."""
+    """What the admin allows ([policy] allow_tuning and the [tuning] table): the knobs' bounds (request/knobs.py's
+    rows name the field each is held to), the MPS daemons' directory and tuning on shared slices."""
 
     allow: bool = True
     clocks_mhz: tuple[int, int] | None = None
@@ -113,11 +114,7 @@ def from_table(table: dict[str, Any], path: str, validated: bool = False) -> Con
         _validate(table, path)
         remember_valid(path, table)
     policy = Policy(**table.get("policy", {}))
-    t = table.get("tuning", {})
-    tuning = TuningPolicy(policy.allow_tuning, _pair(t.get("clocks_mhz")), _pair(t.get("power_watts")),
-                          _pair(t.get("fan_percent")), _names(t.get("perf_levels")), _names(t.get("compute_modes")),
-                          t.get("exclusive", True), t.get("fan", True), t.get("mps", True),
-                          t.get("mps_dir", "/run/gpuhook/mps"), t.get("shared_slices", False))
+    tuning = _tuning(policy.allow_tuning, table.get("tuning", {}))
     top = {k: v for k, v in table.items() if k not in ("policy", "tuning", "kubernetes", "exporter")}
     return Config(path=path, policy=policy, tuning=tuning, kubernetes=_kubernetes(table.get("kubernetes")),
                   exporter=Exporter(**table.get("exporter", {})), **top)
@@ -131,12 +128,11 @@ def _kubernetes(t: dict[str, Any] | None) -> Kubernetes:
     return Kubernetes(resources=tuple(sorted(resources.items())), **rest)
 
 
-def _pair(value: list[int] | None) -> tuple[int, int] | None:
-    return (int(value[0]), int(value[1])) if value else None
-
-
-def _names(value: list[str] | None) -> tuple[str, ...] | None:
-    return tuple(value) if value is not None else None
+def _tuning(allow: bool, t: dict[str, Any]) -> TuningPolicy:
+    """[tuning] as the schema validated it, each key its field's: a list (a range's pair, the values allowed) as a
+    tuple."""
+    fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in t.items()}
+    return TuningPolicy(allow=allow, **fields)
 
 
 def schema() -> dict[str, Any]:

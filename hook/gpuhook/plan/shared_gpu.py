@@ -7,55 +7,33 @@ time-sliced share, an MPS share, a slice whose siblings others hold) they would 
 others' work: `compute-mode=exclusive-process` or `prohibited` ends the other shares' CUDA, `exclusive` refuses
 their pods at start. They are the admin's there (docs/tuning.md, "On a shared GPU"); a tenant keeps what is its
 own container's: the AMD runtime env (fine-grain-pcie, gfx-override) and, on an MPS share, its client's limits.
+Each knob's row (request/knobs.py) names the grants whose holders may ask it (`tenants`) and why the others may not:
 
     grant              may ask
     whole GPU          everything (within [tuning])
     time-sliced share  fine-grain-pcie, gfx-override
     MPS share          those, mps, mps-threads, mps-memory (a client's own limits; the node's share is the most)
     slice (siblings    those, mps (refused by the vendor on a MIG device), exclusive (leases the slice alone);
-      held by others)  with [tuning] shared_slices = true also clocks, power-limit, fan, perf-level; never
-                       compute-mode
+      held by others)  with [tuning] shared_slices = true (a tunable slice) also clocks, power-limit, fan,
+                       perf-level; never compute-mode
 """
 
 from __future__ import annotations
 
 from gpuhook.errors import PolicyError
 from gpuhook.frozen import frozen
+from gpuhook.request.knobs import KNOB
+from gpuhook.request.knobs import MPS as MPS
+from gpuhook.request.knobs import SLICE as SLICE
+from gpuhook.request.knobs import SLICE_OPEN as SLICE_OPEN
+from gpuhook.request.knobs import TIME_SLICED as TIME_SLICED
+from gpuhook.request.knobs import WHOLE as WHOLE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from gpuhook.request.tuning import Tuning
-
-WHOLE = "whole GPU"
-TIME_SLICED = "time-sliced share"
-MPS = "MPS share"
-SLICE = "slice"  # a MIG device or partition whose sibling slices other containers may hold
-SLICE_OPEN = "slice, tunable"  # the same, where the admin lets its holder tune the GPU ([tuning] shared_slices)
-
-_GPU_WIDE = ("clocks", "power-limit", "fan", "perf-level")
-_OWN = ("fine-grain-pcie", "gfx-override")  # the container's own runtime env, never the host's
-_CLIENT = ("mps", "mps-threads", "mps-memory")
-
-ALLOWED: dict[str, frozenset[str]] = {
-    WHOLE: frozenset((*_GPU_WIDE, "compute-mode", "exclusive", *_CLIENT, *_OWN)),
-    TIME_SLICED: frozenset(_OWN),
-    MPS: frozenset((*_CLIENT, *_OWN)),
-    SLICE: frozenset(("exclusive", *_CLIENT, *_OWN)),
-    SLICE_OPEN: frozenset((*_GPU_WIDE, "exclusive", *_CLIENT, *_OWN)),
-}
-
-_WHY = {
-    "exclusive": "exclusive leases the whole GPU and refuses the other tenants' containers",
-    "compute-mode": "the compute mode is the whole GPU's (exclusive-process or prohibited ends the other tenants' "
-                    "CUDA)",
-    "mps": "how a shared GPU is shared is the admin's choice ([kubernetes] sharing = \"mps\"), not a tenant's",
-    "mps-threads": "an MPS client's limits need an MPS share",
-    "mps-memory": "an MPS client's limits need an MPS share",
-}
-_GPU_WIDE_WHY = ("clocks, power limit, fans and performance level are the whole GPU's: on a shared GPU the admin "
-                 "sets them, not a tenant")
 
 
 @frozen
@@ -75,10 +53,9 @@ def annotation(key: str) -> str:
 def check(tuning: Tuning, grant: Grant, name: Callable[[str], str] = annotation) -> None:
     """PolicyError naming the first setting of `tuning` that `grant` does not let its holder ask (`name`: how the
     source it came from names it), that the GPU is shared, and the way out."""
-    allowed = ALLOWED[grant.kind]
     for key in tuning.asked_keys():
-        if key not in allowed:
-            raise PolicyError(f"{name(key)} on a shared GPU ({grant.what}): {_WHY.get(key, _GPU_WIDE_WHY)}; "
+        if grant.kind not in KNOB[key].tenants:
+            raise PolicyError(f"{name(key)} on a shared GPU ({grant.what}): {KNOB[key].why}; "
                               f"{grant.way_out}, or drop {name(key)}")
 
 

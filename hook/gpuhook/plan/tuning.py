@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gpuhook.errors import PolicyError
 from gpuhook.plan.shared_gpu import SLICE, SLICE_OPEN, Grant, check
+from gpuhook.request.knobs import CHOICES, KNOBS, RANGE, SWITCH
 from gpuhook.vendors.contract import Setting
 from gpuhook.vendors.registry import get
 from gpuhook.vendors.registry import tuning as tuning_part
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
     from gpuhook.config import TuningPolicy
     from gpuhook.host.inventory import Gpu, Inventory, VendorInventory
     from gpuhook.plan.select import Selected
+    from gpuhook.request.knobs import Bound
     from gpuhook.request.tuning import Tuning
 
 
@@ -51,38 +53,35 @@ def _physical(tuning: Tuning, inv: VendorInventory, gpu: Gpu, chosen: Sequence[G
 
 
 def check_policy(tuning: Tuning, policy: TuningPolicy) -> None:
-    """PolicyError saying what the policy allows when the request is outside it."""
+    """PolicyError saying what the policy allows when the request is outside it: [policy] allow_tuning, then each
+    knob's [tuning] bounds (request/knobs.py), in the table's order."""
     if tuning.touches_host() and not policy.allow:
         raise PolicyError("this host does not allow GPU tuning ([policy] allow_tuning = false): remove the "
                           "gpuhook.dev/ tuning annotations")
-    if tuning.clocks and policy.clocks_mhz and not (
-            policy.clocks_mhz[0] <= tuning.clocks[0] and tuning.clocks[1] <= policy.clocks_mhz[1]):
-        lo, hi = policy.clocks_mhz
-        raise PolicyError(f"gpuhook.dev/clocks={tuning.clocks[0]}-{tuning.clocks[1]} is outside what this host allows: "
-                          f"{lo}-{hi} MHz ([tuning] clocks_mhz)")
-    if tuning.power_limit and policy.power_watts and not (
-            policy.power_watts[0] <= tuning.power_limit <= policy.power_watts[1]):
-        lo, hi = policy.power_watts
-        raise PolicyError(f"gpuhook.dev/power-limit={tuning.power_limit} is outside what this host allows: "
-                          f"{lo}-{hi} W ([tuning] power_watts)")
-    if tuning.fan and tuning.fan != "auto":
-        if not policy.fan:
-            raise PolicyError(f"gpuhook.dev/fan={tuning.fan}: this host does not let containers set fans ([tuning] "
-                              "fan = false): ask gpuhook.dev/fan=auto or remove it")
-        if policy.fan_percent and not policy.fan_percent[0] <= int(tuning.fan) <= policy.fan_percent[1]:
-            lo, hi = policy.fan_percent
-            raise PolicyError(f"gpuhook.dev/fan={tuning.fan} is outside what this host allows: {lo}-{hi}% "
-                              "([tuning] fan_percent)")
-    if tuning.mps and not policy.mps:
-        raise PolicyError("this host does not share GPUs through MPS ([tuning] mps = false): remove gpuhook.dev/mps")
-    for key, asked, allowed in (("perf-level", tuning.perf_level, policy.perf_levels),
-                                ("compute-mode", tuning.compute_mode, policy.compute_modes)):
-        if asked and allowed is not None and asked not in allowed:
-            raise PolicyError(f"gpuhook.dev/{key}={asked!r} is not allowed on this host; allowed: "
-                              f"{', '.join(allowed) or 'none'} ([tuning] {key.replace('-', '_')}s)")
-    if tuning.exclusive and not policy.exclusive:
-        raise PolicyError("this host does not grant exclusive GPUs ([tuning] exclusive = false): remove "
-                          "gpuhook.dev/exclusive")
+    for knob in KNOBS:
+        asked = tuning.value(knob.key)
+        for bound in knob.bounds:
+            if asked and asked != bound.free:
+                _within(knob.key, asked, bound, getattr(policy, bound.policy))
+
+
+def _within(key: str, asked: Any, bound: Bound, limit: Any) -> None:
+    """PolicyError where `asked` (a knob's value) is outside `limit`, the value of its [tuning] key `bound`."""
+    if bound.kind == SWITCH and not limit:
+        if bound.free:
+            raise PolicyError(f"gpuhook.dev/{key}={asked}: this host does not {bound.denies} ([tuning] "
+                              f"{bound.policy} = false): ask gpuhook.dev/{key}={bound.free} or remove it")
+        raise PolicyError(f"this host does not {bound.denies} ([tuning] {bound.policy} = false): remove "
+                          f"gpuhook.dev/{key}")
+    if bound.kind == RANGE and limit:
+        lo, hi = asked if isinstance(asked, tuple) else (int(asked), int(asked))
+        if not (limit[0] <= lo and hi <= limit[1]):
+            shown = f"{lo}-{hi}" if isinstance(asked, tuple) else asked
+            raise PolicyError(f"gpuhook.dev/{key}={shown} is outside what this host allows: {limit[0]}-{limit[1]}"
+                              f"{bound.unit} ([tuning] {bound.policy})")
+    if bound.kind == CHOICES and limit is not None and asked not in limit:
+        raise PolicyError(f"gpuhook.dev/{key}={asked!r} is not allowed on this host; allowed: "
+                          f"{', '.join(limit) or 'none'} ([tuning] {bound.policy})")
 
 
 def check_leases(leases: Mapping[str, Any], gpus: Iterable[str],

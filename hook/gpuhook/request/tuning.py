@@ -1,32 +1,27 @@
-"""Tuning annotations (clocks, power-limit, fan, perf-level, compute-mode, exclusive, fine-grain-pcie,
-gfx-override).
-Pure; errors name the key and quote the value."""
+"""What a container asks of its GPUs' host settings and of its AMD runtime env (the Tuning record), parsed from its
+gpuhook.dev/ annotations and GPUHOOK_* env by the knob table (request/knobs.py), and turned into a vendor's settings
+by the vendor's table. Pure; errors name the key and quote the value."""
 
 from __future__ import annotations
 
 from gpuhook.errors import RequestError
 from gpuhook.frozen import frozen
-from gpuhook.request.ids import is_decimal
+from gpuhook.request.knobs import CONTAINER, GPU, KNOB, KNOBS
+from gpuhook.request.knobs import env_key as env_key  # the name plan/authority.py and messages use
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Mapping, Sequence
+    from typing import Any
 
-PERF_LEVELS = ("auto", "low", "high", "manual", "profile_standard", "profile_peak", "profile_min_sclk",
-               "profile_min_mclk", "perf_determinism")
-COMPUTE_MODES = ("default", "exclusive-process", "prohibited")
-MAX_MHZ = 100_000  # well above any GPU clock; NVML takes 32-bit values
-MAX_WATTS = 10_000  # well above any GPU board; NVML takes milliwatts in 32 bits
-KEYS = ("clocks", "power-limit", "fan", "perf-level", "compute-mode", "exclusive", "fine-grain-pcie", "gfx-override",
-        "mps", "mps-threads", "mps-memory")
-MAX_MPS_MIB = 1 << 24  # 16 TiB: above any GPU's memory
+    from gpuhook.request.knobs import Sets
+
+KEYS = tuple(k.key for k in KNOBS)
 # Never taken from env: an image's own ENV would lease GPUs or start host daemons for every container run from it,
 # with nobody asking (an annotation is always the user's, or the pod author's)
-NOT_FROM_ENV = ("exclusive", "mps", "mps-threads", "mps-memory")
+NOT_FROM_ENV = tuple(k.key for k in KNOBS if not k.from_env)
 # A claim's GpuConfig field for each tuning key (kubernetes/dra/config.py parses them; messages name them)
-GPU_CONFIG_FIELDS = {"clocks": "clocks", "powerLimit": "power-limit", "fan": "fan", "perfLevel": "perf-level",
-                     "computeMode": "compute-mode", "exclusive": "exclusive", "mps": "mps",
-                     "mpsActiveThreadPercentage": "mps-threads", "mpsPinnedMemoryLimit": "mps-memory"}
+GPU_CONFIG_FIELDS = {k.claim: k.key for k in KNOBS if k.claim}
 
 
 @frozen
@@ -44,26 +39,43 @@ class Tuning:
     mps_threads: int | None = None  # CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, 1-100
     mps_memory: int | None = None  # CUDA_MPS_PINNED_DEVICE_MEM_LIMIT, MiB
 
+    def value(self, key: str) -> Any:
+        """What it asks of the knob `key` (None for a knob that only adds to its env)."""
+        field = KNOB[key].field
+        return getattr(self, field) if field else None
+
     def touches_host(self) -> bool:
         """Whether anything must be applied (and later restored) on the host."""
-        return any((self.clocks, self.power_limit, self.fan, self.perf_level, self.compute_mode, self.exclusive,
-                    self.mps))
+        return any(self.value(k.key) for k in KNOBS if k.scope != CONTAINER)
 
     def asked_keys(self) -> tuple[str, ...]:
         """The host-side keys it asks (as gpuhook.dev/ names them), in KEYS order; the AMD env knobs are not."""
-        asked = {"clocks": self.clocks, "power-limit": self.power_limit, "fan": self.fan,
-                 "perf-level": self.perf_level, "compute-mode": self.compute_mode, "exclusive": self.exclusive,
-                 "mps": self.mps, "mps-threads": self.mps_threads, "mps-memory": self.mps_memory}
-        return tuple(k for k in KEYS if asked.get(k))
+        return tuple(k.key for k in KNOBS if k.field and self.value(k.key))
 
     def sets_gpu(self) -> bool:
         """Whether it changes a setting of the physical GPU (clocks, power, fan, performance level, compute mode)."""
-        return any((self.clocks, self.power_limit, self.fan, self.perf_level, self.compute_mode))
+        return any(self.value(k.key) for k in KNOBS if k.scope == GPU)
 
-
-def env_key(key: str) -> str:
-    """The env name of a tuning key, for engines that pass no annotations (Docker 20.10): GPUHOOK_CLOCKS, ..."""
-    return "GPUHOOK_" + key.upper().replace("-", "_")
+    def settings(self, table: Sequence[Sets], foreign: Mapping[str, tuple[str, str]],
+                 gpu: str) -> tuple[tuple[str, str], ...]:
+        """A vendor's (setting, value) pairs for what it asks, by the vendor's `table` in its order (a setting's
+        first row asked wins). RequestError for a knob of the physical GPU the table lacks: `foreign` says whose
+        setting it is and the way out, `gpu` the GPU and its vendor ("GPU 0 is NVIDIA")."""
+        mapped = {row.knob for row in table}
+        for knob in KNOBS:
+            asked = self.value(knob.key)
+            if asked and knob.scope == GPU and knob.key not in mapped:
+                if knob.key not in foreign:
+                    raise RequestError(f"gpuhook.dev/{knob.key}={asked!r}: {gpu}, on which gpuhook sets no "
+                                       f"{knob.key}: drop it")
+                whose, way_out = foreign[knob.key]
+                raise RequestError(f"gpuhook.dev/{knob.key}={asked!r} is {whose} but {gpu}: {way_out}")
+        out: dict[str, str] = {}
+        for row in table:
+            asked = self.value(row.knob)
+            if asked:
+                out.setdefault(row.setting, row.value(asked))
+        return tuple(out.items())
 
 
 def from_env(ours: Mapping[str, str], env: Mapping[str, str]) -> tuple[dict[str, str], frozenset[str]]:
@@ -83,107 +95,22 @@ def from_env(ours: Mapping[str, str], env: Mapping[str, str]) -> tuple[dict[str,
 
 
 def parse_tuning(ours: Mapping[str, str], env_keys: frozenset[str] = frozenset()) -> Tuning:
-    """The tuning part of a container's gpuhook.dev/ annotations (keys without the prefix); `env_keys` are those
-    that came from the GPUHOOK_* env instead (from_env), named so in errors."""
-    def name(key: str) -> str:
-        return env_key(key) if key in env_keys else f"annotation gpuhook.dev/{key}"
-
+    """The tuning part of a container's gpuhook.dev/ annotations (keys without the prefix), each by its knob's
+    parser; `env_keys` are those that came from the GPUHOOK_* env instead (from_env), named so in errors."""
+    fields: dict[str, Any] = {}
     env = []
-    if _flag(ours, "fine-grain-pcie", name):
-        env.append("HSA_FORCE_FINE_GRAIN_PCIE=1")
-    if "gfx-override" in ours:
-        value = ours["gfx-override"].strip()
-        parts = value.split(".")
-        if len(parts) != 3 or not all(is_decimal(p) and len(p) <= 3 for p in parts):
-            _bad(name("gfx-override"), ours["gfx-override"], "a gfx version such as 10.3.0")
-        env.append(f"HSA_OVERRIDE_GFX_VERSION={value}")
-    mps, threads, memory = _flag(ours, "mps", name), _threads(ours, name), _mib(ours, name)
-    if (threads or memory) and not mps:
-        shown = "mps-threads" if threads else "mps-memory"
-        raise RequestError(f"{name(shown)} limits an MPS client: it needs gpuhook.dev/mps=true")
-    return Tuning(_clocks(ours, name), _watts(ours, name), _fan(ours, name),
-                  _choice(ours, "perf-level", PERF_LEVELS, name), _choice(ours, "compute-mode", COMPUTE_MODES, name),
-                  _flag(ours, "exclusive", name), tuple(env), mps, threads, memory)
+    for knob in KNOBS:
+        if knob.key in ours:
+            value = knob.parse(ours[knob.key], _named(knob.key, env_keys))
+            if knob.field:
+                fields[knob.field] = value
+            elif value:
+                env.append(value)
+    limits = [k for k in ("mps-threads", "mps-memory") if fields.get(KNOB[k].field)]
+    if limits and not fields.get("mps"):
+        raise RequestError(f"{_named(limits[0], env_keys)} limits an MPS client: it needs gpuhook.dev/mps=true")
+    return Tuning(env=tuple(env), **fields)
 
 
-def _bad(name: str, raw: str, expected: str) -> None:
-    shown = raw if len(raw) <= 64 else raw[:64] + "…"
-    raise RequestError(f"{name}={shown!r}: expected {expected}")
-
-
-def _clocks(ours: Mapping[str, str], name: Callable[[str], str]) -> tuple[int, int] | None:
-    if "clocks" not in ours:
-        return None
-    raw = ours["clocks"]
-    low, sep, high = raw.strip().lower().removesuffix("mhz").partition("-")
-    if not _number(low.strip()) or (sep and not _number(high.strip())):
-        _bad(name("clocks"), raw, "MHz (1500) or a range (1200-1800)")
-    lo, hi = int(low), int(high) if sep else int(low)
-    if lo <= 0 or hi < lo or hi > MAX_MHZ:
-        _bad(name("clocks"), raw, f"a positive MHz value up to {MAX_MHZ} or a range whose first value is the lower")
-    return lo, hi
-
-
-def _watts(ours: Mapping[str, str], name: Callable[[str], str]) -> int | None:
-    if "power-limit" not in ours:
-        return None
-    raw = ours["power-limit"]
-    value = raw.strip().lower().removesuffix("w").strip()
-    if not _number(value) or not 0 < int(value) <= MAX_WATTS:
-        _bad(name("power-limit"), raw, f"watts, e.g. 300 (at most {MAX_WATTS})")
-    return int(value)
-
-
-def _fan(ours: Mapping[str, str], name: Callable[[str], str]) -> str | None:
-    if "fan" not in ours:
-        return None
-    raw = ours["fan"]
-    value = raw.strip().lower()
-    if value == "auto":
-        return value
-    value = value.removesuffix("%").strip()
-    if not _number(value) or int(value) > 100:
-        _bad(name("fan"), raw, "a fan speed in percent (0-100) or auto")
-    return str(int(value))
-
-
-def _threads(ours: Mapping[str, str], name: Callable[[str], str]) -> int | None:
-    if "mps-threads" not in ours:
-        return None
-    value = ours["mps-threads"].strip().removesuffix("%").strip()
-    if not _number(value) or not 0 < int(value) <= 100:
-        _bad(name("mps-threads"), ours["mps-threads"], "a share of the GPU's threads in percent, 1-100")
-    return int(value)
-
-
-def _mib(ours: Mapping[str, str], name: Callable[[str], str]) -> int | None:
-    if "mps-memory" not in ours:
-        return None
-    raw = ours["mps-memory"]
-    value = raw.strip().upper().removesuffix("B")
-    scale = {"M": 1, "G": 1024, "T": 1024 * 1024}.get(value[-1:], 0)
-    if not scale or not _number(value[:-1]) or not 0 < int(value[:-1]) * scale <= MAX_MPS_MIB:
-        _bad(name("mps-memory"), raw, "the GPU memory an MPS client may pin, e.g. 8G or 512M")
-    return int(value[:-1]) * scale
-
-
-def _number(text: str) -> bool:
-    return is_decimal(text) and len(text) <= 6
-
-
-def _choice(ours: Mapping[str, str], key: str, choices: tuple[str, ...], name: Callable[[str], str]) -> str | None:
-    if key not in ours:
-        return None
-    value = ours[key].strip().lower()
-    if value not in choices:
-        _bad(name(key), ours[key], "one of " + ", ".join(choices))
-    return value
-
-
-def _flag(ours: Mapping[str, str], key: str, name: Callable[[str], str]) -> bool:
-    if key not in ours:
-        return False
-    value = ours[key].strip().lower()
-    if value not in ("true", "false"):
-        _bad(name(key), ours[key], "true or false")
-    return value == "true"
+def _named(key: str, env_keys: frozenset[str]) -> str:
+    return env_key(key) if key in env_keys else f"annotation gpuhook.dev/{key}"

@@ -19,10 +19,11 @@ written in a ResourceClaim (or its DeviceClass) instead. Pure.
             mpsPinnedMemoryLimit: 8G
 
 Each field is the annotation of the same meaning (gpuhook.dev/clocks, power-limit, fan, perf-level, compute-mode,
-exclusive, mps, mps-threads, mps-memory) and is checked as that annotation is, against [tuning] policy too, when
-the claim is prepared: an invalid configuration fails the preparation with one line, which the kubelet shows in the
-pod's events. The class's configuration comes first and the claim's overrides it, field by field, as the API orders
-them. Unknown fields are refused (a typo must not silently tune nothing).
+exclusive, mps, mps-threads, mps-memory: each knob's row in request/knobs.py names its field) and is checked as that
+annotation is, against [tuning] policy too, when the claim is prepared: an invalid configuration fails the
+preparation with one line, which the kubelet shows in the pod's events. The class's configuration comes first
+and the claim's overrides it, field by field, as the API orders them. Unknown fields are refused (a typo must not
+silently tune nothing).
 
 Every number (clocks, powerLimit, fan, mpsActiveThreadPercentage, mpsPinnedMemoryLimit) goes through one parser,
 `_whole`: a JSON integer, or a string of ASCII digits (str.isdigit would take fullwidth or Arabic-Indic digits) at
@@ -39,7 +40,7 @@ from __future__ import annotations
 
 from gpuhook.errors import KubernetesError
 from gpuhook.request.ids import is_decimal
-from gpuhook.request.tuning import GPU_CONFIG_FIELDS, MAX_MHZ, MAX_MPS_MIB, MAX_WATTS
+from gpuhook.request.knobs import KNOBS, MAX_MHZ, MAX_MPS_MIB, MAX_WATTS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
 
 API_VERSION = "resource.gpuhook.dev/v1alpha1"
 KIND = "GpuConfig"
-FIELDS = GPU_CONFIG_FIELDS  # field -> the tuning key of the same meaning
+FIELDS = {k.claim: k.key for k in KNOBS if k.claim}  # field -> the tuning key of the same meaning (its knob's row)
 _DIGITS = 8  # more than any field's range needs (MAX_MPS_MIB in M has 8); int() is never given more
 _MAX_TEXT = 64  # a string value longer than this is no value of any field
 
@@ -87,8 +88,8 @@ def _parse(params: object, where: str) -> dict[str, str]:
     for field, key in FIELDS.items():
         if field in params:
             value = params[field]
-            if field in _NUMBERS:
-                out[key] = _NUMBERS[field](value, field, where)
+            if key in _NUMBERS:
+                out[key] = _NUMBERS[key](value, field, where)
             elif isinstance(value, bool):
                 out[key] = "true" if value else "false"
             elif isinstance(value, str) and len(value) <= _MAX_TEXT:
@@ -168,6 +169,6 @@ def _shown(value: object) -> str:
     return text if len(text) <= 40 else text[:40] + "…"
 
 
+# knob -> the parser of its number in a GpuConfig (any other field is a string or a bool, checked as the annotation)
 _NUMBERS: dict[str, Callable[[object, str, str], str]] = {
-    "clocks": _clocks, "powerLimit": _watts, "fan": _fan, "mpsActiveThreadPercentage": _threads,
-    "mpsPinnedMemoryLimit": _memory}
+    "clocks": _clocks, "power-limit": _watts, "fan": _fan, "mps-threads": _threads, "mps-memory": _memory}

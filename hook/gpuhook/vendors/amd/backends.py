@@ -20,6 +20,17 @@ if TYPE_CHECKING:
     from gpuhook.host.inventory import VendorInventory
     from gpuhook.host.root import Root
 
+    _Pair = tuple[Callable[[Setting], str], Callable[[Setting, str], None]]  # a setting's (get, set)
+
+
+_LEVEL = "power_dpm_force_performance_level"
+
+
+def _pair(pairs: dict[str, _Pair], s: Setting, backend: str) -> _Pair:
+    """The (get, set) pair of setting `s` in a backend's `pairs`; TuningError naming a setting it lacks."""
+    if s.name not in pairs:
+        raise TuningError(f"{backend} has no setting {s.name} (GPU {s.index}, {s.pci})")
+    return pairs[s.name]
 
 
 def _within(s: Setting, lo: int, hi: int, least: int, most: int) -> None:
@@ -45,6 +56,14 @@ class AmdSmiBackend:
         except (self._error, AttributeError) as e:  # AttributeError: a library without one of these calls
             self.close()
             raise TuningError(f"amd-smi cannot list the host's GPUs: {e}") from e
+        # setting -> (get, set); fans through amdgpu's files (the module's docstring says why)
+        self._pairs: dict[str, _Pair] = {
+            "perf_level": (self._perf_level, lambda s, v: self._smi.set_perf_level(self._handle(s), PERF_LEVELS[v])),
+            "power_cap": (lambda s: str(self._smi.power_cap(self._handle(s))),
+                          lambda s, v: self._smi.set_power_cap(self._handle(s), int(v))),
+            "sclk": (self._default, self._set_sclk),
+            "fan": (files.get, files.set),
+        }
 
     def close(self) -> None:
         """End the amd-smi session."""
@@ -52,36 +71,34 @@ class AmdSmiBackend:
 
     def get(self, s: Setting) -> str:
         """The current value (a clock range cannot be read back: its original is 'default')."""
-        if s.name == "fan":
-            return self._files.get(s)
-        h = self._handle(s)
+        getter, _ = _pair(self._pairs, s, "amd-smi")
         try:
-            if s.name == "perf_level":
-                level = self._smi.perf_level(h)
-                return next((k for k, v in PERF_LEVELS.items() if v == level), f"unknown ({level})")
-            if s.name == "power_cap":
-                return str(self._smi.power_cap(h))
-            return "default"
+            return getter(s)
         except self._error as e:
             raise TuningError(f"amd-smi cannot read {s.name} of GPU {s.index} ({s.pci}): {e}") from e
 
     def set(self, s: Setting, value: str) -> None:
         """Apply a value; the clock range's 'default' comes back with the performance level's restore."""
-        if s.name == "fan":
-            self._files.set(s, value)
-            return
-        h = self._handle(s)
+        _, setter = _pair(self._pairs, s, "amd-smi")
         try:
-            if s.name == "perf_level":
-                self._smi.set_perf_level(h, PERF_LEVELS[value])
-            elif s.name == "power_cap":
-                self._smi.set_power_cap(h, int(value))
-            elif value != "default":
-                lo, hi = (int(x) for x in value.split("-"))
-                _within(s, lo, hi, *self._smi.sclk_range(h))
-                self._smi.set_sclk_range(h, lo, hi)
+            setter(s, value)
         except self._error as e:
             raise TuningError(f"amd-smi cannot set {s.name}={value} on GPU {s.index} ({s.pci}): {e}") from e
+
+    def _perf_level(self, s: Setting) -> str:
+        level = self._smi.perf_level(self._handle(s))
+        return next((k for k, v in PERF_LEVELS.items() if v == level), f"unknown ({level})")
+
+    def _default(self, s: Setting) -> str:
+        self._handle(s)  # a GPU amd-smi does not know is refused by name
+        return "default"
+
+    def _set_sclk(self, s: Setting, value: str) -> None:
+        h = self._handle(s)
+        if value != "default":
+            lo, hi = (int(x) for x in value.split("-"))
+            _within(s, lo, hi, *self._smi.sclk_range(h))
+            self._smi.set_sclk_range(h, lo, hi)
 
     def _handle(self, s: Setting) -> c_void_p:
         if s.pci not in self._handles:
@@ -99,37 +116,43 @@ class SysfsBackend:
         self._root = root
         self._find = discover
         self._devices: dict[str, str] | None = None
+        # setting -> (get, set)
+        self._pairs: dict[str, _Pair] = {
+            "perf_level": (lambda s: self._read(s, _LEVEL), lambda s, v: self._write(s, _LEVEL, v)),
+            "power_cap": (lambda s: self._read(s, self._hwmon(s, "power1_cap")), self._set_power_cap),
+            "fan": (self._fan, self._set_fan),
+            "sclk": (lambda s: "levels " + " ".join(str(i) for i, _ in self._sclk_levels(s)), self._set_sclk),
+        }
 
     def close(self) -> None:
         """Nothing to close."""
 
     def get(self, s: Setting) -> str:
         """The current value (a clock range: every level, forced or not)."""
-        if s.name == "perf_level":
-            return self._read(s, "power_dpm_force_performance_level")
-        if s.name == "power_cap":
-            return self._read(s, self._hwmon(s, "power1_cap"))
-        if s.name == "fan":
-            mode = self._read(s, self._fan_file(s, "pwm1_enable"))
-            if mode == "1":
-                return "manual " + self._read(s, self._fan_file(s, "pwm1"))
-            return "full" if mode == "0" else "auto"
-        return "levels " + " ".join(str(i) for i, _ in self._sclk_levels(s))
+        getter, _ = _pair(self._pairs, s, "amdgpu's sysfs")
+        return getter(s)
 
     def set(self, s: Setting, value: str) -> None:
         """Write a value; sclk writes the indices of the DPM levels inside the range (manual level needed)."""
-        if s.name == "perf_level":
-            self._write(s, "power_dpm_force_performance_level", value)
-        elif s.name == "fan":
-            self._set_fan(s, value)
-        elif s.name == "power_cap":
-            cap = self._hwmon(s, "power1_cap")
-            most = self._read_optional(s, cap.replace("power1_cap", "power1_cap_max"))
-            if most.isdigit() and value.isdigit() and int(value) > int(most):
-                raise TuningError(f"GPU {s.index} ({s.pci}) takes a power cap of at most {int(most) // 1_000_000} W "
-                                  f"(power1_cap_max): {int(value) // 1_000_000} W refused")
-            self._write(s, cap, value)
-        elif value.startswith("levels "):  # a restore: every level the GPU had
+        _, setter = _pair(self._pairs, s, "amdgpu's sysfs")
+        setter(s, value)
+
+    def _fan(self, s: Setting) -> str:
+        mode = self._read(s, self._fan_file(s, "pwm1_enable"))
+        if mode == "1":
+            return "manual " + self._read(s, self._fan_file(s, "pwm1"))
+        return "full" if mode == "0" else "auto"
+
+    def _set_power_cap(self, s: Setting, value: str) -> None:
+        cap = self._hwmon(s, "power1_cap")
+        most = self._read_optional(s, cap.replace("power1_cap", "power1_cap_max"))
+        if most.isdigit() and value.isdigit() and int(value) > int(most):
+            raise TuningError(f"GPU {s.index} ({s.pci}) takes a power cap of at most {int(most) // 1_000_000} W "
+                              f"(power1_cap_max): {int(value) // 1_000_000} W refused")
+        self._write(s, cap, value)
+
+    def _set_sclk(self, s: Setting, value: str) -> None:
+        if value.startswith("levels "):  # a restore: every level the GPU had
             self._write(s, "pp_dpm_sclk", value.removeprefix("levels "))
         elif value != "default":  # the kernel drops forced levels when the performance level leaves manual
             lo, hi = (int(x) for x in value.split("-"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from gpuhook.edits import Edits
 from gpuhook.errors import RequestError
+from gpuhook.request.knobs import Sets
 from gpuhook.vendors.contract import Setting
 
 TYPE_CHECKING = False
@@ -16,25 +17,24 @@ if TYPE_CHECKING:
     from gpuhook.request.tuning import Tuning
 
 
+# knob -> the amdgpu setting it sets, and its value there, in the order they are applied: a clock range needs the
+# manual performance level first; the power cap is in microwatts
+SETTINGS = (Sets("perf-level", "perf_level", str), Sets("clocks", "perf_level", lambda _: "manual"),
+            Sets("clocks", "sclk", lambda mhz: f"{mhz[0]}-{mhz[1]}"),
+            Sets("power-limit", "power_cap", lambda watts: str(watts * 1_000_000)), Sets("fan", "fan", str))
+# another vendor's knob -> whose setting it is, and what to ask instead
+FOREIGN = {"compute-mode": ("an NVIDIA setting", "use gpuhook.dev/perf-level")}
+
+
 def settings(vendor: str, label: str, tuning: Tuning, gpu: Gpu) -> tuple[Setting, ...]:
-    """The performance level (manual for a clock range), sclk levels, the hwmon power cap (microwatts) and fan of
-    `vendor`'s GPU (`label` in messages: AMD), by its PCI device directory."""
-    if tuning.compute_mode:
-        raise RequestError(f"gpuhook.dev/compute-mode={tuning.compute_mode!r} is an NVIDIA setting but "
-                           f"GPU {gpu.index} is {label}: use gpuhook.dev/perf-level")
+    """The performance level (manual for a clock range), sclk levels, the hwmon power cap and fan of `vendor`'s GPU
+    (SETTINGS; `label` in messages: AMD), by its PCI device directory."""
+    asked = tuning.settings(SETTINGS, FOREIGN, f"GPU {gpu.index} is {label}")
     if tuning.clocks and tuning.perf_level not in (None, "manual"):
         raise RequestError(f"gpuhook.dev/clocks needs the manual performance level, but "
                            f"gpuhook.dev/perf-level={tuning.perf_level!r}: drop one of them")
-    asked = []
-    if tuning.perf_level or tuning.clocks:
-        asked.append(("perf_level", tuning.perf_level or "manual"))
-    if tuning.clocks:
-        asked.append(("sclk", f"{tuning.clocks[0]}-{tuning.clocks[1]}"))
-    if tuning.power_limit:
-        asked.append(("power_cap", str(tuning.power_limit * 1_000_000)))
-    if tuning.fan:
-        asked.append(("fan", tuning.fan))
-    return tuple(Setting(vendor, gpu.uuid or gpu.pci, gpu.index, gpu.pci, gpu.sysfs, n, v) for n, v in asked)
+    return tuple(Setting(vendor=vendor, gpu=gpu.uuid or gpu.pci, index=gpu.index, pci=gpu.pci, device=gpu.sysfs,
+                         name=n, value=v) for n, v in asked)
 
 
 def no_daemon(label: str, tuning: Tuning, gpus: Sequence[Gpu]) -> tuple[tuple[Setting, ...], Edits]:

@@ -11,6 +11,7 @@ from gpuhook.vendors.contract import Setting
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from ctypes import c_void_p
 
     from gpuhook.host.nvml_lib import Nvml
@@ -33,6 +34,14 @@ class NvmlBackend:
         self._error = nvml_lib.NvmlError
         self._session = nvml_lib.session(library)
         self._nvml: Nvml = self._session.__enter__()
+        # setting -> (get, set)
+        self._pairs: dict[str, tuple[Callable[[Setting], str], Callable[[Setting, str], None]]] = {
+            "clocks": (self._unlocked, self._set_clocks),
+            "power_limit": (lambda s: str(self._nvml.power_limit(self._handle(s))), self._set_power_limit),
+            "fan": (self._fans_now, self._set_fans),
+            "compute_mode": (self._compute_mode, self._set_compute_mode),
+            "mps": (lambda s: "off", self._mps),
+        }
 
     def close(self) -> None:
         """End the NVML session."""
@@ -41,49 +50,56 @@ class NvmlBackend:
     def get(self, s: Setting) -> str:
         """The current value (locked clocks cannot be read back: their original is 'unlocked'; MPS is 'off': a
         daemon gpuhook did not start is not gpuhook's to stop)."""
-        if s.name == "mps":
-            return "off"
-        h = self._handle(s)
+        getter, _ = self._pair(s)
         try:
-            if s.name == "clocks":
-                return "unlocked"
-            if s.name == "power_limit":
-                return str(self._nvml.power_limit(h))
-            if s.name == "fan":
-                return self._fans_now(s, h)
-            mode = self._nvml.compute_mode(h)
-            return next((k for k, v in _MODES.items() if v == mode), str(mode))
+            return getter(s)
         except self._error as e:
             raise TuningError(f"NVML cannot read {s.name} of GPU {s.index} ({s.gpu}): {e}") from e
 
     def set(self, s: Setting, value: str) -> None:
         """Apply a value on the host GPU."""
-        if s.name == "mps":
-            self._mps(s, value)
-            return
-        h = self._handle(s)
+        _, setter = self._pair(s)
         try:
-            if s.name == "clocks" and value == "unlocked":
-                self._nvml.reset_clocks(h)
-            elif s.name == "clocks":
-                lo, hi = (int(x) for x in value.split("-"))
-                least, most = self._graphics_clocks(h)
-                if not least <= lo <= hi <= most:  # NVML would clamp or take 32 bits: refuse with the range
-                    raise TuningError(f"GPU {s.index} ({s.gpu}) locks its graphics clock within {least}-{most} MHz: "
-                                      f"{_mhz(lo, hi)} refused")
-                self._nvml.lock_clocks(h, lo, hi)
-            elif s.name == "power_limit":
-                lo, hi = self._nvml.power_limit_range(h)
-                if not lo <= int(value) <= hi:  # NVML takes 32 bits: nothing outside the board's range is sent
-                    raise TuningError(f"GPU {s.index} ({s.gpu}) takes a power limit of {lo // 1000}-{hi // 1000} W: "
-                                      f"{int(value) // 1000} W refused")
-                self._nvml.set_power_limit(h, int(value))
-            elif s.name == "fan":
-                self._set_fans(s, h, value)
-            else:
-                self._nvml.set_compute_mode(h, _MODES[value] if value in _MODES else int(value))
+            setter(s, value)
         except self._error as e:
             raise TuningError(f"NVML cannot set {s.name}={value} on GPU {s.index} ({s.gpu}): {e}") from e
+
+    def _pair(self, s: Setting) -> tuple[Callable[[Setting], str], Callable[[Setting, str], None]]:
+        """The (get, set) pair of a setting."""
+        if s.name not in self._pairs:
+            raise TuningError(f"NVML has no setting {s.name} (GPU {s.index}, {s.gpu})")
+        return self._pairs[s.name]
+
+    def _unlocked(self, s: Setting) -> str:
+        self._handle(s)  # a GPU NVML does not know is refused by name
+        return "unlocked"
+
+    def _set_clocks(self, s: Setting, value: str) -> None:
+        h = self._handle(s)
+        if value == "unlocked":
+            self._nvml.reset_clocks(h)
+            return
+        lo, hi = (int(x) for x in value.split("-"))
+        least, most = self._graphics_clocks(h)
+        if not least <= lo <= hi <= most:  # NVML would clamp or take 32 bits: refuse with the range
+            raise TuningError(f"GPU {s.index} ({s.gpu}) locks its graphics clock within {least}-{most} MHz: "
+                              f"{_mhz(lo, hi)} refused")
+        self._nvml.lock_clocks(h, lo, hi)
+
+    def _set_power_limit(self, s: Setting, value: str) -> None:
+        h = self._handle(s)
+        lo, hi = self._nvml.power_limit_range(h)
+        if not lo <= int(value) <= hi:  # NVML takes 32 bits: nothing outside the board's range is sent
+            raise TuningError(f"GPU {s.index} ({s.gpu}) takes a power limit of {lo // 1000}-{hi // 1000} W: "
+                              f"{int(value) // 1000} W refused")
+        self._nvml.set_power_limit(h, int(value))
+
+    def _compute_mode(self, s: Setting) -> str:
+        mode = self._nvml.compute_mode(self._handle(s))
+        return next((k for k, v in _MODES.items() if v == mode), str(mode))
+
+    def _set_compute_mode(self, s: Setting, value: str) -> None:
+        self._nvml.set_compute_mode(self._handle(s), _MODES[value] if value in _MODES else int(value))
 
     def _mps(self, s: Setting, value: str) -> None:
         """Start the GPU's MPS control daemon in directory `value`, or ('off') make the one in s.value quit."""
@@ -111,11 +127,12 @@ class NvmlBackend:
                               "chassis): remove gpuhook.dev/fan")
         return count
 
-    def _fans_now(self, s: Setting, h: c_void_p) -> str:
+    def _fans_now(self, s: Setting) -> str:
         """'auto' when every fan follows the driver's curve (also where the driver cannot say: its default), else
         each fan's policy or target speed."""
         from gpuhook.host.nvml_lib import FAN_POLICY_AUTO
 
+        h = self._handle(s)
         each = []
         for fan in range(self._count_fans(s, h)):
             try:
@@ -125,7 +142,8 @@ class NvmlBackend:
             each.append(str(self._nvml.fan_target(h, fan)) if manual else "auto")
         return "auto" if set(each) == {"auto"} else "fans " + ",".join(each)
 
-    def _set_fans(self, s: Setting, h: c_void_p, value: str) -> None:
+    def _set_fans(self, s: Setting, value: str) -> None:
+        h = self._handle(s)
         count = self._count_fans(s, h)
         if value.startswith("fans "):  # an original, fan by fan
             each = value.removeprefix("fans ").split(",")

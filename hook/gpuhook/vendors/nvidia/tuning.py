@@ -7,6 +7,7 @@ import os
 
 from gpuhook.edits import Edits, Mount
 from gpuhook.errors import RequestError
+from gpuhook.request.knobs import Sets
 from gpuhook.vendors.nvidia.files import nvml_library
 from gpuhook.vendors.nvidia.vendor import NAME, discover
 
@@ -20,23 +21,21 @@ if TYPE_CHECKING:
     from gpuhook.vendors.contract import Backend, Setting
 
 
+# knob -> the NVML setting it sets, and its value there (NVML speaks milliwatts)
+SETTINGS = (Sets("clocks", "clocks", lambda mhz: f"{mhz[0]}-{mhz[1]}"),
+            Sets("power-limit", "power_limit", lambda watts: str(watts * 1000)),
+            Sets("fan", "fan", str), Sets("compute-mode", "compute_mode", str))
+# another vendor's knob -> whose setting it is, and what to ask instead
+FOREIGN = {"perf-level": ("an AMD setting", "use gpuhook.dev/clocks or gpuhook.dev/power-limit")}
+
+
 def settings(tuning: Tuning, gpu: Gpu) -> tuple[Setting, ...]:
-    """Locked clocks, the power limit (NVML speaks milliwatts), the fans and the compute mode, by the GPU's UUID."""
+    """Locked clocks, the power limit, the fans and the compute mode (SETTINGS), by the GPU's UUID."""
     from gpuhook.vendors.contract import Setting
 
-    if tuning.perf_level:
-        raise RequestError(f"gpuhook.dev/perf-level={tuning.perf_level!r} is an AMD setting but GPU "
-                           f"{gpu.index} is NVIDIA: use gpuhook.dev/clocks or gpuhook.dev/power-limit")
-    asked = []
-    if tuning.clocks:
-        asked.append(("clocks", f"{tuning.clocks[0]}-{tuning.clocks[1]}"))
-    if tuning.power_limit:
-        asked.append(("power_limit", str(tuning.power_limit * 1000)))
-    if tuning.fan:
-        asked.append(("fan", tuning.fan))
-    if tuning.compute_mode:
-        asked.append(("compute_mode", tuning.compute_mode))
-    return tuple(Setting(NAME, gpu.uuid or gpu.pci, gpu.index, gpu.pci, gpu.uuid, n, v) for n, v in asked)
+    return tuple(Setting(vendor=NAME, gpu=gpu.uuid or gpu.pci, index=gpu.index, pci=gpu.pci, device=gpu.uuid,
+                         name=n, value=v)
+                 for n, v in tuning.settings(SETTINGS, FOREIGN, f"GPU {gpu.index} is NVIDIA"))
 
 
 MPS_PIPE = "/tmp/nvidia-mps"  # where CUDA looks for the MPS control daemon's pipes when nothing says otherwise
@@ -65,7 +64,8 @@ def sharing(tuning: Tuning, gpus: Sequence[Gpu], directory: str) -> tuple[tuple[
     if tuning.mps_memory:
         env.append(f"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0={tuning.mps_memory}M")
     mount = Mount(f"{home}/pipe", MPS_PIPE, ("rw", "nosuid", "nodev", "bind"))
-    return ((Setting(NAME, gpu.uuid, gpu.index, gpu.pci, gpu.uuid, "mps", home),),
+    return ((Setting(vendor=NAME, gpu=gpu.uuid, index=gpu.index, pci=gpu.pci, device=gpu.uuid, name="mps",
+                     value=home),),
             Edits(mounts=(mount,), env=tuple(env)))
 
 
