@@ -58,18 +58,14 @@ class Kubernetes:
     """The device plugin's settings (the [kubernetes] table)."""
 
     kubelet_dir: str = "/var/lib/kubelet/device-plugins"
-    resources: tuple[tuple[str, str], ...] = (("nvidia", "nvidia.com/gpu"), ("amd", "amd.com/gpu"),
-                                              ("hygon", "hygon.com/dcu"))
+    resources: tuple[tuple[str, str], ...] = ()  # the admin's names by vendor; each vendor's own (its Kubernetes
+    # part's RESOURCE: nvidia.com/gpu, amd.com/gpu, hygon.com/dcu) for the rest: vendors/registry.resources
     replicas: int = 1  # time-slicing: shares advertised per GPU
     allocate_with: tuple[str, ...] = ("annotation",)  # and/or "env", "cdi": what Allocate answers with
     allocation_ttl: int = 3600  # seconds an allocation waits for its container (image pulls included)
     health_interval: float = 1.0  # seconds between health checks
     mig_strategy: str = "none"  # MIG devices advertised as none, single (each an nvidia.com/gpu), mixed (per profile)
     sharing: str = "time-slicing"  # or "mps": shares (replicas) of a GPU whose vendor has MPS are its MPS clients
-
-    def resource(self, vendor: str) -> str:
-        """The extended resource name a vendor's GPUs are advertised under."""
-        return dict(self.resources).get(vendor) or f"{vendor}.com/gpu"
 
 
 @frozen
@@ -123,7 +119,7 @@ def from_table(table: dict[str, Any], path: str, validated: bool = False) -> Con
 def _kubernetes(t: dict[str, Any] | None) -> Kubernetes:
     if not t:
         return Kubernetes()
-    resources = dict(Kubernetes().resources) | dict(t.get("resources", {}))
+    resources = dict(t.get("resources", {}))
     rest: dict[str, Any] = {k: (tuple(v) if k == "allocate_with" else v) for k, v in t.items() if k != "resources"}
     return Kubernetes(resources=tuple(sorted(resources.items())), **rest)
 

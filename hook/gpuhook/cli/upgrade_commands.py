@@ -116,7 +116,9 @@ def _pods(api: ApiServer, args: argparse.Namespace, config: Config) -> list[GpuP
 
     if not args.node:
         raise GpuhookError("which node? --node NAME (or env NODE_NAME)")
-    resources = {r for _, r in config.kubernetes.resources} | set(args.resource or ())
+    from gpuhook.vendors.registry import resources as named
+
+    resources = {r for _, r in named(config.kubernetes.resources)} | set(args.resource or ())
     return upgrade.gpu_pods(api, args.node, resources, set(args.dra_driver))
 
 

@@ -18,6 +18,7 @@ from gpuhook.plan.shared_gpu import MPS, TIME_SLICED, WHOLE, Grant, check
 from gpuhook.request.container import ALLOCATION, PREFIX, Request, Selection
 from gpuhook.request.tuning import GPU_CONFIG_FIELDS, env_key, parse_tuning
 from gpuhook.vendors.registry import kubernetes as kube_part
+from gpuhook.vendors.registry import resource, resources
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -174,7 +175,7 @@ def claimed_grant(claim: str, d: ClaimedDevice, config: Config) -> Grant:
 
 
 def _refuse_own_request(request: Request, config: Config) -> None:
-    way = " or ".join(f"{r}: 1" for _, r in config.kubernetes.resources)
+    way = " or ".join(f"{r}: 1" for _, r in resources(config.kubernetes.resources))
     for sel in request.selections:
         if sel.count or sel.devices != ():  # `none` (the driver alone, no GPU) is not a GPU
             raise PolicyError(f"{sel.source}={sel.shown!r}: on this node only the kubelet grants GPUs "
@@ -186,4 +187,4 @@ def _refuse_own_request(request: Request, config: Config) -> None:
 
 
 def _resource_of(sel: Selection, config: Config) -> str:
-    return f"{config.kubernetes.resource(sel.vendor)}: 1" if sel.vendor else ""
+    return f"{resource(sel.vendor, config.kubernetes.resources)}: 1" if sel.vendor else ""

@@ -25,7 +25,10 @@ def settings_for(tuning: Tuning, selected: Iterable[tuple[VendorInventory, Seque
                  shared_slices: bool = False) -> tuple[Setting, ...]:
     """The host settings that give `selected` GPUs what `tuning` asks, on the physical GPUs (a slice's settings are
     its GPU's); RequestError for the wrong vendor, PolicyError for what a slice whose siblings the container lacks
-    does not allow (plan/shared_gpu.py; `shared_slices`: [tuning] shared_slices)."""
+    does not allow (plan/shared_gpu.py; `shared_slices`: [tuning] shared_slices). Nothing asked of the GPUs: no
+    vendor's tuning part is loaded (the GPU path without tuning)."""
+    if not tuning.sets_gpu():
+        return ()
     out: dict[str, Setting] = {}
     for inv, gpus in selected:
         for gpu in gpus:

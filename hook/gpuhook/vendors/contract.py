@@ -158,6 +158,7 @@ class TelemetryPart(Protocol):
 class KubernetesPart(Protocol):
     """What a vendor's GPUs are to Kubernetes: node labels, the device plugin's slice resources, DRA devices."""
 
+    RESOURCE: str  # the extended resource its GPUs are advertised under (nvidia.com/gpu), unless the admin names one
     SHARING: tuple[str, ...]  # how its GPUs can be shared: time-slicing, and mps where the tuning part runs MPS
     SLICE_RESOURCE: str  # the device plugin's per-profile resource name for slices ("mixed"), {profile} in it
 

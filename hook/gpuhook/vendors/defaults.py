@@ -74,8 +74,9 @@ class NoKubernetes:
     SHARING: tuple[str, ...] = ("time-slicing",)
     SLICE_RESOURCE = ""
 
-    def __init__(self, label: str) -> None:
+    def __init__(self, label: str, name: str) -> None:
         self._label = label
+        self.RESOURCE = f"{name}.com/gpu"  # an extended resource under the vendor's name, as the others are
 
     def labels(self, inv: VendorInventory, root: Root, replicas: int, strategy: str = "none",
                sharing: str = "time-slicing") -> dict[str, str]:

@@ -176,9 +176,21 @@ def _part(name: str, kind: str) -> Any:
         if found is None:
             from gpuhook.vendors.defaults import DEFAULTS
 
-            found = DEFAULTS[kind](vendor.LABEL)
+            found = DEFAULTS[kind](vendor.LABEL) if kind != "kubernetes" else DEFAULTS[kind](vendor.LABEL, name)
         _parts[(name, kind)] = found
     return found
+
+
+def resources(chosen: tuple[tuple[str, str], ...] = ()) -> tuple[tuple[str, str], ...]:
+    """(vendor, the extended resource its GPUs are advertised under) for every vendor: the name `chosen` gives it
+    ([kubernetes] resources), else its Kubernetes part's RESOURCE."""
+    named = dict(chosen)
+    return tuple((v, named.get(v) or kubernetes(v).RESOURCE) for v in names())
+
+
+def resource(vendor: str, chosen: tuple[tuple[str, str], ...] = ()) -> str:
+    """The extended resource vendor `vendor`'s GPUs are advertised under (see `resources`)."""
+    return dict(chosen).get(vendor) or kubernetes(vendor).RESOURCE
 
 
 def register(vendor: Vendor) -> None:

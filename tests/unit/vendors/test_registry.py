@@ -122,6 +122,7 @@ class ToyTelemetry:
 
 
 class ToyKubernetes:
+    RESOURCE = "toy.example/gpu"
     SLICE_RESOURCE = "toy.example/slice-{profile}"
     SHARING = ("time-slicing",)
 
@@ -323,8 +324,8 @@ def test_a_vendor_without_parts_gets_the_defaults(tmp_path: Path) -> None:
         with pytest.raises(DiscoveryError, match="no telemetry of Bare GPUs"):
             registry.telemetry("bare").telemetry(Root("/"), inv)
         kube = registry.kubernetes("bare")
-        assert (kube.labels(inv, Root("/"), 2), kube.dra_devices(inv, Root("/")), kube.SHARING) == (
-            {}, (), ("time-slicing",))
+        assert (kube.labels(inv, Root("/"), 2), kube.dra_devices(inv, Root("/")), kube.SHARING, kube.RESOURCE) == (
+            {}, (), ("time-slicing",), "bare.com/gpu")
         assert registry.stack("bare").STACK == "" and registry.doctor("bare").checks(inv) == ()
         with pytest.raises(SimulatorError, match="cannot make Bare GPUs"):
             build_host(str(tmp_path / "host"), HostSpec(others=(("bare", 1),)))
@@ -367,6 +368,8 @@ def test_only_the_registry_names_the_builtin_parts() -> None:
     assert registry.stack("hygon").STACK == "DTK"
     assert (registry.stack("nvidia").STACK, registry.stack("amd").STACK) == ("CUDA", "ROCm")
     assert registry.kubernetes("amd").SLICE_RESOURCE == "amd.com/{profile}"
+    assert registry.resources() == (("nvidia", "nvidia.com/gpu"), ("amd", "amd.com/gpu"), ("hygon", "hygon.com/dcu"))
+    assert registry.resource("amd", (("amd", "example.com/mi300x"),)) == "example.com/mi300x"
 
 
 def test_an_unknown_vendor_fails_loudly() -> None:

@@ -29,7 +29,7 @@ from gpuhook.kubernetes.api import deviceplugin_pb2 as pb
 from gpuhook.kubernetes.device_plugin.devices import advertise, resources
 from gpuhook.kubernetes.device_plugin.server import ResourcePlugin
 from gpuhook.vendors.discover import discover, identified
-from gpuhook.vendors.registry import get
+from gpuhook.vendors.registry import get, resource
 from gpuhook.vendors.registry import kubernetes as kube_part
 
 TYPE_CHECKING = False
@@ -53,7 +53,7 @@ class _Served:
     def __init__(self, plugin: ResourcePlugin, kubelet_dir: str, config: Config) -> None:
         self.plugin = plugin
         name = plugin.vendor.NAME  # the vendor's resource; another (a MIG profile's) adds its own name
-        if plugin.resource != config.kubernetes.resource(name):
+        if plugin.resource != resource(name, config.kubernetes.resources):
             name += "-" + plugin.resource.split("/", 1)[-1]
         self.socket = os.path.join(kubelet_dir, f"gpuhook-{name}.sock")
         self.server: grpc.Server | None = None
@@ -156,7 +156,7 @@ def run(config: Config, kubelet_dir: str) -> int:
 
 def _resources(inv: VendorInventory, config: Config) -> dict[str, tuple[Gpu, ...]]:
     """The resources to serve for one vendor's inventory, each with what it advertises."""
-    return resources(inv, config.kubernetes.resource(inv.vendor), config.kubernetes.mig_strategy,
+    return resources(inv, resource(inv.vendor, config.kubernetes.resources), config.kubernetes.mig_strategy,
                      kube_part(inv.vendor).SLICE_RESOURCE)
 
 

@@ -22,6 +22,7 @@ from gpuhook.kubernetes.api import deviceplugin_pb2 as pb
 from gpuhook.kubernetes.device_plugin.devices import gpus_of, preferred
 from gpuhook.plan.authority import Allocation
 from gpuhook.request.container import ALLOCATION, PREFIX
+from gpuhook.vendors import registry
 from gpuhook.vendors.registry import kubernetes as kube_part
 
 TYPE_CHECKING = False
@@ -39,7 +40,7 @@ class ResourcePlugin(deviceplugin_pb2_grpc.DevicePluginServicer):
 
     def __init__(self, vendor: Vendor, config: Config, say: Callable[[str], None], resource: str = "") -> None:
         self.vendor = vendor
-        self.resource = resource or config.kubernetes.resource(vendor.NAME)
+        self.resource = resource or registry.resource(vendor.NAME, config.kubernetes.resources)
         self._config = config
         self._say = say
         self._cond = threading.Condition()

@@ -9,6 +9,7 @@ if TYPE_CHECKING:
     from gpuhook.host.root import Root
     from gpuhook.vendors.contract import DraDevice
 
+RESOURCE = "amd.com/gpu"  # the device plugin's, as the vendor's own plugin names it
 SHARING: tuple[str, ...] = ("time-slicing",)
 SLICE_RESOURCE = "amd.com/{profile}"  # partitions are GPUs of their own: never asked (no slices beside them)
 

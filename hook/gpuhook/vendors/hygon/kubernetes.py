@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from gpuhook.vendors.contract import DraDevice
 
 SLICE_RESOURCE = "hygon.com/{profile}"
+RESOURCE = "hygon.com/dcu"  # the device plugin's, as the vendor's own plugin names it
 SHARING: tuple[str, ...] = ("time-slicing",)
 _MIB = 1 << 20
 

@@ -9,6 +9,7 @@ if TYPE_CHECKING:
     from gpuhook.host.root import Root
     from gpuhook.vendors.contract import DraDevice
 
+RESOURCE = "nvidia.com/gpu"  # the device plugin's, as the vendor's own plugin names it
 SHARING: tuple[str, ...] = ("time-slicing", "mps")
 SLICE_RESOURCE = "nvidia.com/mig-{profile}"  # NVIDIA's device plugin's mixed strategy
 
