@@ -6,11 +6,15 @@ methods per class with exec costs ~30 ms on the shim's GPU path, before every GP
 call per class. Type checkers see it as a dataclass (PEP 681 dataclass_transform), so fields, defaults
 and immutability are still checked statically.
 
-Supported: annotated fields in order, defaults (immutable values only: no default_factory), positional
-and keyword construction, ==, hash, repr, no attribute assignment after construction, and `replace`.
+Supported: annotated fields in order, defaults (immutable values only: no default_factory), keyword
+construction (and positional, for records of at most four fields: a wider one is built with keywords only, so
+that a reordering of its fields is never silent), ==, hash, repr, no attribute assignment after construction,
+and `replace`.
 """
 
 from __future__ import annotations
+
+KEYWORDS_ONLY_ABOVE = 4  # a record with more fields than this is built with keywords only
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -33,6 +37,9 @@ else:
 
     def _init(self, *args, **kwargs):
         fields = self._fields
+        if args and len(fields) > KEYWORDS_ONLY_ABOVE:
+            raise TypeError(f"{type(self).__name__}() has {len(fields)} fields: build it with keywords "
+                            f"({fields[0]}=..., ...), as every record of more than {KEYWORDS_ONLY_ABOVE} fields is")
         if len(args) > len(fields):
             raise TypeError(f"{type(self).__name__}() takes {len(fields)} arguments, got {len(args)}")
         for name, value in zip(fields, args, strict=False):  # args may be fewer: defaults follow

@@ -112,7 +112,8 @@ def start(d: Path, base_rootfs: str, shim: str, gpuhook: str, host_spec: HostSpe
     gpuhook_config.write_text(f'host_root = "{host_root}"\nstate_dir = "{d}/gpuhook-state"\n'
                               f'log_file = "{gpuhook_log}"\n' + gpuhook_extra)
     (d / "crio.conf").write_text(config(d))
-    configure("crio", str(d / "conf.d/99-gpuhook.toml"), Wanted(shim, gpuhook, str(gpuhook_config), default_gpuhook))
+    configure("crio", str(d / "conf.d/99-gpuhook.toml"), Wanted(shim=shim, gpuhook=gpuhook, config=str(gpuhook_config),
+                                                                set_default=default_gpuhook))
     _load_images(d, base_rootfs)
     log = d / "crio.log"
     (d / "cgroups").write_text(_v1_controllers())

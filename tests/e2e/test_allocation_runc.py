@@ -39,8 +39,9 @@ def _uuids(host: str) -> list[str]:
 def _record(state: Path, gpu: str, expires_in: float = 600) -> str:
     alloc_id = uuid.uuid4().hex
     now = time.time()
-    allocations.save(str(state), Allocation(alloc_id, "nvidia.com/gpu", "nvidia", (gpu,), (gpu,), False,
-                                                        now, now + expires_in))
+    allocations.save(str(state), Allocation(id=alloc_id, resource="nvidia.com/gpu", vendor="nvidia", gpus=(gpu,),
+                                            devices=(gpu,), shared=False,
+                                                        created=now, expires=now + expires_in))
     return alloc_id
 
 
@@ -179,8 +180,9 @@ def _share(state: Path, gpu: str, n: int) -> str:
     """The device plugin's record of share `n` of a time-sliced GPU ([kubernetes] replicas > 1)."""
     alloc_id = uuid.uuid4().hex
     now = time.time()
-    allocations.save(str(state), Allocation(alloc_id, "nvidia.com/gpu", "nvidia", (gpu,), (f"{gpu}::{n}",), True,
-                                            now, now + 600))
+    allocations.save(str(state), Allocation(id=alloc_id, resource="nvidia.com/gpu", vendor="nvidia", gpus=(gpu,),
+                                            devices=(f"{gpu}::{n}",), shared=True,
+                                            created=now, expires=now + 600))
     return alloc_id
 
 

@@ -46,9 +46,11 @@ def _prepared(state: Path, host: str, indexes: tuple[int, ...], tuning: tuple[tu
               requests: tuple[str, ...] = ("gpu",)) -> None:
     inv = discover(Root(host)).vendor("nvidia")
     assert inv is not None
-    devices = tuple(ClaimedDevice(requests[n % len(requests)], f"gpu-{i}", "nvidia", inv.gpus[i].uuid,
+    devices = tuple(ClaimedDevice(request=requests[n % len(requests)], device=f"gpu-{i}", vendor="nvidia",
+                                  gpu=inv.gpus[i].uuid,
                                   tuning=tuning) for n, i in enumerate(indexes))
-    claims.save(str(state), PreparedClaim(UID, "team-a", "train-gpu", devices, ("pod-uid-1",), time.time()))
+    claims.save(str(state), PreparedClaim(uid=UID, namespace="team-a", name="train-gpu", devices=devices,
+                                          pods=("pod-uid-1",), prepared=time.time()))
 
 
 def _markers(tmp: Path, *requests: str, uid: str = UID) -> Any:
@@ -170,10 +172,12 @@ def test_a_shared_claims_say_over_the_whole_gpu_is_refused_and_the_other_claim_s
     inv = discover(Root(mixed_host)).vendor("nvidia")
     assert inv is not None
     gpu = inv.gpus[1].uuid
-    claims.save(str(state), PreparedClaim(UID, "team-a", "train-gpu", (
-        ClaimedDevice("gpu", "gpu-1", "nvidia", gpu, tuning=tuning, share="share-a"),), ("pod-uid-1",), time.time()))
-    claims.save(str(state), PreparedClaim(OTHER_UID, "team-b", "infer-gpu", (
-        ClaimedDevice("gpu", "gpu-1", "nvidia", gpu, share="share-b"),), ("pod-uid-2",), time.time()))
+    claims.save(str(state), PreparedClaim(uid=UID, namespace="team-a", name="train-gpu", devices=(
+        ClaimedDevice(request="gpu", device="gpu-1", vendor="nvidia", gpu=gpu, tuning=tuning, share="share-a"),),
+                                          pods=("pod-uid-1",), prepared=time.time()))
+    claims.save(str(state), PreparedClaim(uid=OTHER_UID, namespace="team-b", name="infer-gpu", devices=(
+        ClaimedDevice(request="gpu", device="gpu-1", vendor="nvidia", gpu=gpu, share="share-b"),), pods=("pod-uid-2",),
+                                          prepared=time.time()))
     log = Path(f"{mixed_host}/var/lib/gpuhook-sim/nvml.log")
     before = log.read_text() if log.exists() else ""
     hostile = run_container(mixed_host, "ls /dev", annotations={**POD, **annotations}, config=config,

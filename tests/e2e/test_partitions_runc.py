@@ -89,8 +89,10 @@ def test_a_kubelet_allocation_of_a_mig_device_gives_exactly_it(mig_host: str, ru
 
     state = f"{tmp_path}/state"
     alloc, now = uuids.uuid4().hex, time.time()
-    allocations.save(state, Allocation(alloc, "nvidia.com/mig-1g.10gb", "nvidia", (sim_mig.uuid(0, 3),),
-                                                   (sim_mig.uuid(0, 3),), False, now, now + 600))
+    allocations.save(state, Allocation(id=alloc, resource="nvidia.com/mig-1g.10gb", vendor="nvidia",
+                                       gpus=(sim_mig.uuid(0, 3),),
+                                                   devices=(sim_mig.uuid(0, 3),), shared=False, created=now,
+                                       expires=now + 600))
     pod = {"io.kubernetes.cri.container-type": "container", "io.kubernetes.cri.sandbox-uid": "pod-1",
            "io.kubernetes.cri.container-name": "train", "gpuhook.dev/allocation": alloc}
     config = f'host_root = "{mig_host}"\nstate_dir = "{state}"\n[policy]\nrequests = "allocated"\n'

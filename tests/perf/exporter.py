@@ -51,8 +51,8 @@ def _state(work: Path, host: str) -> str:
         (runtime / cid).mkdir(parents=True)
         (runtime / cid / "state.json").write_text("{}")
         containers.save(str(state), containers.ContainerRecord(
-            cid, ((g.vendor, "x"),), str(runtime), gpus=(g.uuid or g.pci,), pod=f"job-{i}", namespace="bench",
-            container="main"))
+            id=cid, drivers=((g.vendor, "x"),), runtime_root=str(runtime), gpus=(g.uuid or g.pci,), pod=f"job-{i}",
+            namespace="bench", container="main"))
         for name, value in (("clocks", "1500-1500"), ("power_limit", "400000")):
             settings[f"{g.vendor}:{g.uuid}:{name}"] = {
                 "vendor": g.vendor, "gpu": g.uuid or g.pci, "index": g.index, "pci": g.pci, "device": g.uuid,

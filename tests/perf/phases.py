@@ -53,7 +53,8 @@ prepared = inject.prepare(s, BUNDLE, config, logs.logger(config, "phases", "shim
 t.append(time.perf_counter())
 new = spec.apply_edits(s, prepared.edits, spec.rootfs(s, BUNDLE), config.ldconfig)
 containers.save(config.state_dir,
-                containers.ContainerRecord("phases", prepared.drivers, "/run/runc", gpus=prepared.gpus))
+                containers.ContainerRecord(id="phases", drivers=prepared.drivers, runtime_root="/run/runc",
+                                           gpus=prepared.gpus))
 spec.write_atomic(BUNDLE + "/config.json.out", new)
 t.append(time.perf_counter())
 print(" ".join(str(b - a) for a, b in zip(t, t[1:])))

@@ -22,7 +22,7 @@ def test_full() -> None:
     c = from_table({"host_root": "/srv/h", "runtime": "/usr/sbin/runc", "log_file": "/var/log/g.log",
                     "log_level": "debug", "policy": {"accept_env_requests": False}}, "p")
     assert c == Config(path="p", host_root="/srv/h", runtime="/usr/sbin/runc", log_file="/var/log/g.log",
-                       log_level="debug", policy=Policy(False))
+                       log_level="debug", policy=Policy(accept_env_requests=False))
 
 
 def test_exporter_table() -> None:

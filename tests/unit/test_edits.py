@@ -16,14 +16,14 @@ from gpuhook.edits import FIELDS, DeviceNode, DeviceRule, Edits, Hook, Mount, Pr
 from gpuhook.errors import CdiError
 from gpuhook.testing.bundle import oci_config
 
-NODE = DeviceNode("/dev/toy0", "c", 240, 0, 0o660, 0, 109)
+NODE = DeviceNode(path="/dev/toy0", kind="c", major=240, minor=0, mode=0o660, uid=0, gid=109)
 SAMPLE: dict[str, Any] = {
     "device_nodes": NODE,
     "device_rules": DeviceRule("c", 240, 0),
     "mounts": Mount("/host/lib/libtoy.so.1", "/usr/lib/libtoy.so.1"),
     "env": "TOY_ENV=1",
     "additional_gids": 109,
-    "hooks": Hook("poststop", "/usr/bin/gpuhook", ("gpuhook", "hook", "poststop")),
+    "hooks": Hook(stage="poststop", path="/usr/bin/gpuhook", args=("gpuhook", "hook", "poststop")),
     "masked_paths": "/sys/class/toy/proc",
     "readonly_mounts": "/sys",
     "proc_overlays": ProcOverlay("/run/gpuhook/toy-procfs/1", "/proc/driver/toy"),
@@ -31,7 +31,7 @@ SAMPLE: dict[str, Any] = {
 }
 NOT_IN_CDI = {"masked_paths", "readonly_mounts", "proc_overlays"}  # CDI has no field for these
 NAMES = [f.name for f in FIELDS]
-CTX = CdiContext("/", "/usr/bin/gpuhook", "/etc/gpuhook/config.toml")
+CTX = CdiContext(host_base="/", gpuhook_bin="/usr/bin/gpuhook", config_path="/etc/gpuhook/config.toml")
 
 
 def _spec() -> dict[str, Any]:
@@ -94,7 +94,8 @@ def test_env_is_lacking_until_the_same_value_is_there() -> None:
 
 
 def test_for_nodes_derives_rules_and_groups_once() -> None:
-    other = DeviceNode("/dev/toy1", "c", 240, 1, 0o666, 0, 44)  # everyone may open it: no group needed
+    other = DeviceNode(path="/dev/toy1", kind="c", major=240, minor=1, mode=0o666, uid=0,
+                       gid=44)  # everyone may open it: no group needed
     e = Edits.for_nodes([NODE, other])
     assert e.device_rules == (DeviceRule("c", 240, 0), DeviceRule("c", 240, 1))
     assert e.additional_gids == (109,)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuhook.frozen import frozen
+from gpuhook.frozen import KEYWORDS_ONLY_ABOVE, frozen
 
 
 @frozen
@@ -49,3 +49,51 @@ def test_match_args() -> None:
     match Point(1, 2):
         case Point(a, b):
             assert (a, b) == (1, 2)
+
+
+def _wide_records() -> dict[str, int]:
+    """The package's @frozen classes of more than four fields, by name (a name a narrower record has too is left
+    out: the ast cannot tell the two apart, and the constructor's own check still holds)."""
+    import ast
+    from pathlib import Path
+
+    counts: dict[str, set[int]] = {}
+    for path in (Path(__file__).resolve().parents[2] / "hook/gpuhook").rglob("*.py"):
+        for c in ast.walk(ast.parse(path.read_text())):
+            if isinstance(c, ast.ClassDef) and any(isinstance(d, ast.Name) and d.id == "frozen"
+                                                   for d in c.decorator_list):
+                counts.setdefault(c.name, set()).add(sum(isinstance(s, ast.AnnAssign) for s in c.body))
+    return {name: max(n) for name, n in counts.items() if min(n) > KEYWORDS_ONLY_ABOVE}
+
+
+def test_wide_records_are_built_with_keywords_everywhere() -> None:
+    """No call in hook/ or tests/ builds a record of more than four fields positionally (a reordering of its fields
+    would be silent); the constructor refuses it too, where it runs."""
+    import ast
+    from pathlib import Path
+
+    wide = _wide_records()
+    assert {"Gpu", "ContainerRecord", "Engine", "Knob", "Tuning"} <= set(wide)
+    root = Path(__file__).resolve().parents[2]
+    positional = []
+    for path in [*(root / "hook/gpuhook").rglob("*.py"), *(root / "tests").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and node.args:
+                called = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
+                if called in wide:
+                    positional.append(f"{path.relative_to(root)}:{node.lineno}: {called}")
+    assert positional == []
+
+
+def test_a_wide_record_refuses_positional_arguments() -> None:
+    @frozen
+    class Wide:
+        a: int = 0
+        b: int = 0
+        c: int = 0
+        d: int = 0
+        e: int = 0
+
+    assert Wide(a=1, e=5).e == 5 and Point(1, 2).y == 2  # four fields or fewer: positional still serves
+    with pytest.raises(TypeError, match="Wide\\(\\) has 5 fields: build it with keywords"):
+        Wide(1)  # type: ignore[misc]

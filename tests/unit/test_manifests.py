@@ -28,7 +28,8 @@ def test_runtimeclass_names_the_handler_configure_registers() -> None:
     rc = _load("runtimeclass.yaml")
     assert rc["scheduling"]["nodeSelector"] == {"gpuhook.dev/gpu-node": "true"}
     assert (rc["kind"], rc["metadata"]["name"], rc["handler"]) == ("RuntimeClass", "gpuhook", "gpuhook")
-    toml = tomllib.loads(edit("version = 2\n", Wanted("/usr/local/bin/gpuhook-runtime", "/g", "/c")))
+    toml = tomllib.loads(edit("version = 2\n", Wanted(shim="/usr/local/bin/gpuhook-runtime", gpuhook="/g",
+                                                      config="/c")))
     assert rc["handler"] in toml["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]
 
 
@@ -53,7 +54,8 @@ def test_example_pods_ask_the_kubelet_and_pass_the_cluster_policy(name: str) -> 
 def _alloc():  # type: ignore[no-untyped-def]
     from gpuhook.plan.authority import Allocation
 
-    return Allocation("0" * 32, "nvidia.com/gpu", "nvidia", ("GPU-1",), ("GPU-1",), False, 0.0, 1.0)
+    return Allocation(id="0" * 32, resource="nvidia.com/gpu", vendor="nvidia", gpus=("GPU-1",), devices=("GPU-1",),
+                      shared=False, created=0.0, expires=1.0)
 
 
 def _configmap() -> str:

@@ -125,8 +125,8 @@ def test_docker_gpus_hook_behind_the_shim_loads_nothing_heavy(tmp_path: Path) ->
     config.write_text(f'state_dir = "{tmp_path / "state"}"\n')
     probe = (f"import os, sys\nsys.path[:0] = {PATH!r}\nfrom gpuhook.apply import containers\n"
              "from gpuhook.host.processes import start_time\n"
-             f"containers.save({str(tmp_path / 'state')!r}, containers.ContainerRecord('c1', (), '/run/runc', "
-             "creator=os.getpid(), creator_start=start_time(os.getpid())))\n"
+             f"containers.save({str(tmp_path / 'state')!r}, containers.ContainerRecord(id='c1', drivers=(), "
+             "runtime_root='/run/runc', creator=os.getpid(), creator_start=start_time(os.getpid())))\n"
              "from gpuhook.cli.nvidia_hook import main\n"
              "code = main(['prestart'])\nprint(code, ' '.join(sorted(sys.modules)))\n")
     state = json.dumps({"ociVersion": "1.0.2", "id": "c1", "status": "creating", "pid": 1, "bundle": str(tmp_path)})
@@ -157,9 +157,11 @@ inv = discover(Root({host!r}))
 nv, amd = inv.vendor("nvidia").gpus[0], inv.vendor("amd").gpus[0]
 me = session.Holder("c1", os.getpid(), "1")
 with BackendSet(Root({host!r}), {str(tmp_path)!r}) as b:
-    session.acquire({str(tmp_path)!r}, me, [Setting("nvidia", nv.uuid, 0, nv.pci, nv.uuid, "power_limit", "250000"),
-                                           Setting("amd", amd.uuid, 0, amd.pci, amd.sysfs, "power_cap", "250000000")],
-                    [], b)
+    asked = [Setting(vendor="nvidia", gpu=nv.uuid, index=0, pci=nv.pci, device=nv.uuid, name="power_limit",
+                     value="250000"),
+             Setting(vendor="amd", gpu=amd.uuid, index=0, pci=amd.pci, device=amd.sysfs, name="power_cap",
+                     value="250000000")]
+    session.acquire({str(tmp_path)!r}, me, asked, [], b)
     print(open({host!r} + "/var/lib/gpuhook-sim/amdsmi").read().split()[2])
     session.release({str(tmp_path)!r}, "c1", b)
 print(" ".join(sorted(sys.modules)))

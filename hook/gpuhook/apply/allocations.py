@@ -122,10 +122,10 @@ def _dump(a: Allocation) -> str:
 def _read(path: str) -> Allocation | None:
     try:
         raw = fastjson.loads(read_bounded(path, _MAX_RECORD))  # a FIFO or a link there is no record
-        return Allocation(str(raw["id"]), str(raw["resource"]), str(raw["vendor"]),
-                          tuple(str(g) for g in raw["gpus"]), tuple(str(d) for d in raw["devices"]),
-                          bool(raw["shared"]), float(raw["created"]), float(raw["expires"]),
-                          str(raw.get("claimed_by", "")), str(raw.get("container", "")),
-                          int(raw.get("mps_threads", 0)))
+        return Allocation(id=str(raw["id"]), resource=str(raw["resource"]), vendor=str(raw["vendor"]),
+                          gpus=tuple(str(g) for g in raw["gpus"]), devices=tuple(str(d) for d in raw["devices"]),
+                          shared=bool(raw["shared"]), created=float(raw["created"]), expires=float(raw["expires"]),
+                          claimed_by=str(raw.get("claimed_by", "")), container=str(raw.get("container", "")),
+                          mps_threads=int(raw.get("mps_threads", 0)))
     except (OSError, ValueError, KeyError, TypeError, AttributeError):  # fastjson bounds its depth
         return None

@@ -41,7 +41,8 @@ def build(vendor: Vendor, inv: VendorInventory, host_base: str, capabilities: fr
     version all `readers` (the installed CDI consumers) parse, and readers that cannot parse the target."""
     if not inv.gpus:
         raise CdiError(f"the {vendor.LABEL} driver lists no GPUs under {host_base}: no CDI devices to describe")
-    ctx = CdiContext(host_base, gpuhook_bin, config_path, hook_timeout, helper, ldconfig, state_dir)
+    ctx = CdiContext(host_base=host_base, gpuhook_bin=gpuhook_bin, config_path=config_path, hook_timeout=hook_timeout,
+                     helper=helper, ldconfig=ldconfig, state_dir=state_dir)
     every = vendor.plan(inv, inv.gpus, capabilities, host_base)
     gpu_paths = {n.path for g in inv.gpus for n in g.nodes}
     shared = Edits.for_nodes(n for n in every.device_nodes if n.path not in gpu_paths)

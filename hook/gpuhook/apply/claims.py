@@ -65,12 +65,15 @@ def _dump(c: PreparedClaim) -> str:
 def _read(path: str) -> PreparedClaim | None:
     try:
         raw = fastjson.loads(read_bounded(path, _MAX_RECORD))  # a FIFO or a link there is no record
-        devices = tuple(ClaimedDevice(str(d["request"]), str(d["device"]), str(d["vendor"]), str(d["gpu"]),
-                                      bool(d.get("admin", False)),
-                                      tuple((str(k), str(v)) for k, v in d.get("tuning") or ()),
-                                      str(d.get("share", "")))
+        devices = tuple(ClaimedDevice(request=str(d["request"]), device=str(d["device"]), vendor=str(d["vendor"]),
+                                      gpu=str(d["gpu"]),
+                                      admin=bool(d.get("admin", False)),
+                                      tuning=tuple((str(k), str(v)) for k, v in d.get("tuning") or ()),
+                                      share=str(d.get("share", "")))
                         for d in raw["devices"])
-        return PreparedClaim(str(raw["uid"]), str(raw["namespace"]), str(raw["name"]), devices,
-                             tuple(str(p) for p in raw.get("pods") or ()), float(raw.get("prepared", 0.0)))
+        return PreparedClaim(uid=str(raw["uid"]), namespace=str(raw["namespace"]), name=str(raw["name"]),
+                             devices=devices,
+                             pods=tuple(str(p) for p in raw.get("pods") or ()), prepared=float(raw.get("prepared",
+                                                                                                       0.0)))
     except (OSError, ValueError, KeyError, TypeError, AttributeError):  # fastjson bounds its depth
         return None

@@ -167,15 +167,18 @@ def _records(state_dir: str, prefix: str = "") -> list[tuple[ContainerRecord, st
         path = os.path.join(directory, name)
         try:
             raw = fastjson.loads(read_bounded(path, _MAX_RECORD))  # a FIFO or a link there is no record
-            rec = ContainerRecord(raw["id"], tuple(tuple(d) for d in raw["drivers"]), raw.get("runtime_root", ""),
-                                  int(raw.get("pid", 0)), raw.get("start_time", ""), tuple(raw.get("gpus", ())),
-                                  int(raw.get("creator", 0)), raw.get("creator_start", ""),
-                                  tuple(raw.get("copies", ())), str(raw.get("pod", "")),
-                                  str(raw.get("namespace", "")), str(raw.get("container", "")),
-                                  raw.get("planned") is True,
-                                  tuple(Setting(str(v), str(g), int(i), str(pc), str(dv), str(n), str(val))
+            rec = ContainerRecord(id=raw["id"], drivers=tuple(tuple(d) for d in raw["drivers"]),
+                                  runtime_root=raw.get("runtime_root", ""),
+                                  pid=int(raw.get("pid", 0)), start_time=raw.get("start_time", ""),
+                                  gpus=tuple(raw.get("gpus", ())),
+                                  creator=int(raw.get("creator", 0)), creator_start=raw.get("creator_start", ""),
+                                  copies=tuple(raw.get("copies", ())), pod=str(raw.get("pod", "")),
+                                  namespace=str(raw.get("namespace", "")), container=str(raw.get("container", "")),
+                                  planned=raw.get("planned") is True,
+                                  settings=tuple(Setting(vendor=str(v), gpu=str(g), index=int(i), pci=str(pc),
+                                                         device=str(dv), name=str(n), value=str(val))
                                         for v, g, i, pc, dv, n, val in raw.get("settings", ())),
-                                  tuple(str(g) for g in raw.get("exclusive", ())))
+                                  exclusive=tuple(str(g) for g in raw.get("exclusive", ())))
         except (OSError, ValueError, KeyError, TypeError):
             continue
         out.append((rec, path))

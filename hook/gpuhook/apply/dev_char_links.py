@@ -45,7 +45,8 @@ def wanted(nodes: Iterable[DeviceNode]) -> list[Link]:
             continue
         folder = "/dev/char" if n.kind == "c" else "/dev/block"
         path = f"{folder}/{n.major}:{n.minor}"
-        out.setdefault(path, Link(path, os.path.relpath(n.path, folder), n.path, n.kind, n.major, n.minor))
+        out.setdefault(path, Link(path=path, target=os.path.relpath(n.path, folder), node=n.path, kind=n.kind,
+                                  major=n.major, minor=n.minor))
     return list(out.values())
 
 

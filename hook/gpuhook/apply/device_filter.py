@@ -60,7 +60,8 @@ class Policy:
 
 
 def _implicit(*rules: tuple[str | None, str, int | None, int | None, str]) -> tuple[tuple[str | None, Rule], ...]:
-    return tuple((path, Rule(True, kind, major, minor, access)) for path, kind, major, minor, access in rules)
+    return tuple((path, Rule(allow=True, kind=kind, major=major, minor=minor, access=access)) for path, kind, major,
+                 minor, access in rules)
 
 
 # What each runtime adds to every container's rules after the spec's (runc's specconv.AllowedDevices; crun's
@@ -88,8 +89,9 @@ def spec_rules(entries: Iterable[Any]) -> tuple[Rule, ...]:
         if kind not in ("a", "b", "c") or not isinstance(access, str) or not access or set(access) - set(ACCESS):
             raise CgroupError(f"linux.resources.devices[{i}] ({e}) is not a device rule (type a, b or c; access "
                               "some of rwm)")
-        out.append(Rule(e.get("allow") is True, kind, _number(e.get("major"), i), _number(e.get("minor"), i),
-                        "".join(sorted(set(access), key="rwm".index))))
+        out.append(Rule(allow=e.get("allow") is True, kind=kind, major=_number(e.get("major"), i),
+                        minor=_number(e.get("minor"), i),
+                        access="".join(sorted(set(access), key="rwm".index))))
     return tuple(out)
 
 
@@ -107,7 +109,7 @@ def container_rules(spec: dict[str, Any], runtime: str, added: Sequence[DeviceRu
     paths = {d.get("path") for d in linux.get("devices") or [] if isinstance(d, dict)}
     implicit = IMPLICIT.get(runtime, IMPLICIT["runc"])
     own = [rule for path, rule in implicit if runtime == "crun" or path is None or path not in paths]
-    extra = [Rule(True, r.kind, r.major, r.minor, r.access) for r in added]
+    extra = [Rule(allow=True, kind=r.kind, major=r.major, minor=r.minor, access=r.access) for r in added]
     return (*spec_rules((linux.get("resources") or {}).get("devices") or []), *own, *extra)
 
 
@@ -135,8 +137,8 @@ def emulate(rules: Iterable[Rule]) -> Policy:
         else:
             held.pop(key, None)
     order = sorted(held, key=lambda k: (-1 if k[1] is None else k[1], -1 if k[2] is None else k[2], k[0]))
-    return Policy(default_allow, tuple(Rule(not default_allow, k[0], k[1], k[2],
-                                            "".join(a for a in "rwm" if a in held[k])) for k in order))
+    return Policy(default_allow, tuple(Rule(allow=not default_allow, kind=k[0], major=k[1], minor=k[2],
+                                            access="".join(a for a in "rwm" if a in held[k])) for k in order))
 
 
 def _text(r: Rule | str, major: int | None = None, minor: int | None = None) -> str:

@@ -28,9 +28,9 @@ def rules(entries: Sequence[Any]) -> list[Rule]:
         if not isinstance(e, dict):
             continue
         kind = e.get("type")
-        out.append(Rule(e.get("allow") is True, "a" if not isinstance(kind, str) else
-                        {"a": "a", "b": "b"}.get(kind[:1], "c"), _int(e.get("major")), _int(e.get("minor")),
-                        "".join(a for a in str(e.get("access") or "") if a in "rwm")))
+        out.append(Rule(allow=e.get("allow") is True, kind="a" if not isinstance(kind, str) else
+                        {"a": "a", "b": "b"}.get(kind[:1], "c"), major=_int(e.get("major")), minor=_int(e.get("minor")),
+                        access="".join(a for a in str(e.get("access") or "") if a in "rwm")))
     return out
 
 
@@ -45,7 +45,7 @@ def _int(value: object) -> int | None:
 def instructions(spec: dict[str, Any], added: Sequence[DeviceRule]) -> list[Insn]:
     """crun's program for `spec` with `added` (gpuhook's allow rules) after the spec's rules."""
     linux = spec.get("linux") or {}
-    own = [Rule(True, r.kind, r.major, r.minor, r.access) for r in added]
+    own = [Rule(allow=True, kind=r.kind, major=r.major, minor=r.minor, access=r.access) for r in added]
     ordered = [*(rule for _, rule in reversed(IMPLICIT["crun"])),
                *reversed([*rules((linux.get("resources") or {}).get("devices") or []), *own])]
     out = list(PROLOGUE)

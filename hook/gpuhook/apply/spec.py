@@ -111,7 +111,7 @@ def rootfs(spec: Spec, bundle: str) -> str:
 
 def apply_edits(spec: Spec, edits: Edits, root_path: str, ldconfig: str) -> Spec:
     """A copy of `spec` with the edits added, with the default hook settings (see apply_with)."""
-    return apply_with(spec, edits, SpecContext(root_path, ldconfig))
+    return apply_with(spec, edits, SpecContext(root_path=root_path, ldconfig=ldconfig))
 
 
 def apply_with(spec: Spec, edits: Edits, ctx: SpecContext) -> Spec:

@@ -128,7 +128,8 @@ def _stage(spec: Spec, stage: str) -> list[dict[str, Any]]:
 
 
 def _hooks_in_spec(spec: Spec) -> set[object]:
-    return {Hook(stage, h.get("path", ""), tuple(h.get("args") or ()), tuple(h.get("env") or ()), h.get("timeout"))
+    return {Hook(stage=stage, path=h.get("path", ""), args=tuple(h.get("args") or ()), env=tuple(h.get("env") or ()),
+                 timeout=h.get("timeout"))
             for stage, entries in (spec.get("hooks") or {}).items() for h in entries or []}
 
 

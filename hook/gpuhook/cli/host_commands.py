@@ -81,8 +81,8 @@ def configure(args: argparse.Namespace) -> int:
         from gpuhook.proc import beside
 
         hook = beside(here, "gpuhook-hook", os.path.join(here, "gpuhook"))  # the hook's native front end, else gpuhook
-        wanted = Wanted(os.path.abspath(args.runtime_path or os.path.join(here, "gpuhook-runtime")), hook,
-                        config_path()[0], args.set_default, cdi)
+        wanted = Wanted(shim=os.path.abspath(args.runtime_path or os.path.join(here, "gpuhook-runtime")), gpuhook=hook,
+                        config=config_path()[0], set_default=args.set_default, cdi=cdi)
         outcome = configure(engine.name, path, wanted, args.dry_run)
     if outcome.diff:
         print(outcome.diff, end="")

@@ -203,8 +203,10 @@ def _edited(spec: Spec, bundle: str, container_id: str, config: Config, runtime_
             from gpuhook.apply.linker_cache import make_mountpoint
 
             make_mountpoint(config.state_dir)
-        ctx = SpecContext(rootfs(spec, bundle), config.ldconfig, config.hook_timeout, config.state_dir,
-                          beside(here, NAME), gpuhook_bin, config.path)  # "": a shell per copy, Python's refresh
+        ctx = SpecContext(root_path=rootfs(spec, bundle), ldconfig=config.ldconfig, hook_timeout=config.hook_timeout,
+                          state_dir=config.state_dir,
+                          helper=beside(here, NAME), gpuhook_bin=gpuhook_bin,
+                          config_path=config.path)  # "": a shell per copy, Python's refresh
         new = apply_with(spec, prepared.edits, ctx)
         # Docker's --gpus hook: its work is done (a hook would not know)
         drop_hooks(new, "prestart", lambda h: is_gpus_hook(h, all_vendors()))

@@ -21,5 +21,5 @@ def read_node(root: Root, path: str) -> DeviceNode | None:
         kind = "b"
     else:
         return None
-    return DeviceNode(path, kind, os.major(st.st_rdev), os.minor(st.st_rdev),
-                      stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid)
+    return DeviceNode(path=path, kind=kind, major=os.major(st.st_rdev), minor=os.minor(st.st_rdev),
+                      mode=stat.S_IMODE(st.st_mode), uid=st.st_uid, gid=st.st_gid)

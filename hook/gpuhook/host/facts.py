@@ -114,9 +114,11 @@ def gather(needs: Needs, root: Root, inventory: Sequence[VendorInventory], root_
             found = (procfs_sources or {})[vendor].procfs_files(root, gpus, config.policy)
             if found:
                 procfs.append((vendor, found[0], tuple(sorted(found[1].items()))))
-    return HostFacts(root_path, dev_link, image_read, image_notes, image_rocm, tuple(stacks), compat_dir,
-                     compat_versions, cuda, unknown, nvml, trees, tuple(procfs), ledger, users,
-                     os.access(config.ldconfig, os.X_OK))
+    return HostFacts(root_path=root_path, dev_link=dev_link, image_read=image_read, image_notes=image_notes,
+                     image_rocm=image_rocm, image_stacks=tuple(stacks), compat_dir=compat_dir,
+                     compat_versions=compat_versions, host_cuda=cuda, cuda_unknown=unknown, nvml=nvml, rocm_trees=trees,
+                     procfs=tuple(procfs), ledger=ledger, users=users,
+                     ldconfig_ok=os.access(config.ldconfig, os.X_OK))
 
 
 def _host_cuda(inv: VendorInventory, root: Root) -> tuple[str | None, str]:

@@ -210,8 +210,9 @@ def _with_budgets(pod: Mapping[str, Any], held: tuple[str, ...], budgets: Sequen
     blocked = [b for b in mine if int((b.get("status") or {}).get("disruptionsAllowed") or 0) < 1]
     owner = next((f"{o.get('kind')}/{o.get('name')}" for o in meta.get("ownerReferences") or [] if o.get("controller")),
                  "")
-    return GpuPod(meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", ""), held,
-                  tuple(b["metadata"]["name"] for b in mine), tuple(b["metadata"]["name"] for b in blocked), owner)
+    return GpuPod(namespace=meta.get("namespace", ""), name=meta.get("name", ""), uid=meta.get("uid", ""), gpus=held,
+                  budgets=tuple(b["metadata"]["name"] for b in mine),
+                  blocked=tuple(b["metadata"]["name"] for b in blocked), owner=owner)
 
 
 def _reason(message: str) -> str:

@@ -32,18 +32,20 @@ def gather(root: Root, state_dir: str, sessions: Sessions | None, known: Sequenc
     inventory = discover(root)
     readings = tuple(sessions.read(inventory).items()) if sessions is not None else None
     if not os.path.isdir(state_dir):  # no GPU container was ever prepared here: nothing to read
-        return View(inventory, tuple(known), readings)
+        return View(inventory=inventory, known=tuple(known), readings=readings)
     try:
         check(state_dir)  # trusted only while it is root's alone: checked at every scrape, never made
     except StateError:
-        return View(inventory, tuple(known), readings, ledger_ok=False)
+        return View(inventory=inventory, known=tuple(known), readings=readings, ledger_ok=False)
     records = tuple(containers.live_records(state_dir, prune=False, node_root=node_root))
     totals = tuple(counters.totals(state_dir).items())
     try:
         settings, leases = _ledger(state_dir)
     except LedgerError:
-        return View(inventory, tuple(known), readings, records, counters=totals, ledger_ok=False)
-    return View(inventory, tuple(known), readings, records, settings, leases, totals)
+        return View(inventory=inventory, known=tuple(known), readings=readings, records=records, counters=totals,
+                    ledger_ok=False)
+    return View(inventory=inventory, known=tuple(known), readings=readings, records=records, settings=settings,
+                leases=leases, counters=totals)
 
 
 def _ledger(state_dir: str) -> tuple[tuple[TuningRow, ...], tuple[tuple[str, str], ...]]:
@@ -52,8 +54,9 @@ def _ledger(state_dir: str) -> tuple[tuple[TuningRow, ...], tuple[tuple[str, str
     path = os.path.join(state_dir, ledger.NAME)
     state = ledger.load(path)  # no lock: see the module's docstring
     try:
-        rows = tuple(TuningRow(str(e["vendor"]), str(e["gpu"]), str(e["name"]), str(e["value"]), str(e["original"]),
-                               sum(1 for h in e["holders"] if _alive(h)))
+        rows = tuple(TuningRow(vendor=str(e["vendor"]), gpu=str(e["gpu"]), setting=str(e["name"]),
+                               current=str(e["value"]), original=str(e["original"]),
+                               holders=sum(1 for h in e["holders"] if _alive(h)))
                      for _, e in sorted(state["settings"].items()))
         leases = tuple((str(gpu), str(h["id"])) for gpu, h in sorted(state["leases"].items()) if _alive(h))
     except (KeyError, TypeError, AttributeError, ValueError) as e:

@@ -95,7 +95,8 @@ def authorize(request: Request, alloc: Allocation | None, config: Config,
     tuning = request.tuning
     if alloc.mps_threads:
         tuning = replace(tuning, mps=True, mps_threads=min(tuning.mps_threads or 100, alloc.mps_threads))
-    return replace(request, selections=(Selection(alloc.vendor, alloc.gpus, f"{PREFIX}{ALLOCATION}", alloc.id),),
+    return replace(request, selections=(Selection(vendor=alloc.vendor, devices=alloc.gpus,
+                                                  source=f"{PREFIX}{ALLOCATION}", raw=alloc.id),),
                    tuning=tuning)
 
 
@@ -136,7 +137,8 @@ def _from_claims(request: Request, alloc: Allocation | None,
     for claim, requests in claims:  # every device's grant allows the container's tuning, whichever asked it
         for d in (d for d in claim.devices if d.request in requests):
             check(merged, claimed_grant(f"{claim.namespace}/{claim.name}", d, config), _named(request, from_claims))
-    selections = tuple(Selection(vendor, tuple(gpus), "DRA claim", names) for vendor, gpus in by_vendor.items())
+    selections = tuple(Selection(vendor=vendor, devices=tuple(gpus), source="DRA claim", raw=names) for vendor,
+                       gpus in by_vendor.items())
     return replace(request, selections=selections, tuning=merged)
 
 

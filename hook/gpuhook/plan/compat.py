@@ -83,7 +83,8 @@ def check(selected: tuple[tuple[VendorInventory, tuple[Gpu, ...]], ...], env: Ma
             if cond is None:
                 continue
             compat = _forward_compat(cuda[0], facts, host) if cond.key == "cuda" and cuda else None
-            if compat and require.unmet(req, Facts(compat[1], host.driver, host.arch, host.brand)) is None:
+            if compat and require.unmet(req, Facts(cuda=compat[1], driver=host.driver, arch=host.arch,
+                                                   brand=host.brand)) is None:
                 edits = Edits(ldcache_dirs=(compat[0],))
                 warnings.append(f"host driver {host.driver} supports CUDA {host.cuda}; using the image's CUDA "
                                 f"{compat[1]} forward-compatibility libraries in {compat[0]}")
@@ -105,8 +106,9 @@ def _facts(selected: tuple[VendorInventory, tuple[Gpu, ...]] | None, facts: Host
         warnings.append(f"cannot tell which CUDA the host driver supports ({facts.cuda_unknown}); "
                         "cuda requirements unchecked")
     if not keys & {"arch", "brand"} or not gpus:
-        return [(None, Facts(cuda, inv.driver_version, rocm=rocm_release))]
-    return [(gpu, Facts(cuda, inv.driver_version, *facts.gpu_facts(gpu.uuid), rocm_release)) for gpu in gpus]
+        return [(None, Facts(cuda=cuda, driver=inv.driver_version, rocm=rocm_release))]
+    return [(gpu, Facts(cuda=cuda, driver=inv.driver_version, arch=facts.gpu_facts(gpu.uuid)[0],
+                        brand=facts.gpu_facts(gpu.uuid)[1], rocm=rocm_release)) for gpu in gpus]
 
 
 def _forward_compat(inv: VendorInventory, facts: HostFacts, host: Facts) -> tuple[str, str] | None:

@@ -87,9 +87,11 @@ def survey(request: Request, inventory: Inventory, spec: Spec, config: Config) -
 
         cuda, nvml = compat.needs(selected, env, annotations)
         cuda_vendor = compat.cuda_vendor(selected) if cuda or nvml else ""
-    return Needs(checks, cuda, nvml, checks and _host_rocm_wanted(request, config, by_vendor) is not None,
-                 tuple((inv.vendor, gpus) for inv, gpus in selected),
-                 tuple((v, stack(v)) for v in by_vendor if stack(v).IMAGE) if checks else (), cuda_vendor=cuda_vendor)
+    return Needs(image=checks, cuda=cuda, nvml=nvml, rocm_trees=checks and _host_rocm_wanted(request, config,
+                                                                                             by_vendor) is not None,
+                 procfs=tuple((inv.vendor, gpus) for inv, gpus in selected),
+                 stacks=tuple((v, stack(v)) for v in by_vendor if stack(v).IMAGE) if checks else (),
+                 cuda_vendor=cuda_vendor)
 
 
 def decide(request: Request, inventory: Inventory, facts: HostFacts, spec: Spec, config: Config,
@@ -134,8 +136,9 @@ def decide(request: Request, inventory: Inventory, facts: HostFacts, spec: Spec,
                           "libc-bin or set `ldconfig` in " + config.path)
     drivers = tuple((v, inv.driver_version or "") for v, (inv, _) in by_vendor.items())
     procfs = tuple(ProcfsCopy(v, target, files) for v, target, files in facts.procfs if v in by_vendor)
-    return Prepared(edits, warnings, drivers, settings, gpu_names if tuning.exclusive else (), used, procfs,
-                    tree_version, tuple(m.host_path for _, e in shared for m in e.mounts))
+    return Prepared(edits=edits, warnings=warnings, drivers=drivers, settings=settings,
+                    exclusive=gpu_names if tuning.exclusive else (), gpus=used, procfs=procfs,
+                    host_rocm=tree_version, directories=tuple(m.host_path for _, e in shared for m in e.mounts))
 
 
 def _selected(request: Request, inventory: Inventory, spec: Spec, config: Config) -> Selected:
@@ -206,5 +209,7 @@ def _host_rocm(request: Request, config: Config, by_vendor: dict[str, Any], fact
 def _tuning_hooks(config: Config, gpuhook_bin: str, hook_env: tuple[str, ...]) -> Edits:
     """The prestart hook that applies tuning and the poststop hook that restores it (shim mode)."""
     env = (f"GPUHOOK_CONFIG={config.path}", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", *hook_env)
-    return Edits(hooks=(Hook("prestart", gpuhook_bin, ("gpuhook", "hook", "prestart"), env, config.hook_timeout),
-                        Hook("poststop", gpuhook_bin, ("gpuhook", "hook", "poststop"), env, config.hook_timeout)))
+    return Edits(hooks=(Hook(stage="prestart", path=gpuhook_bin, args=("gpuhook", "hook", "prestart"), env=env,
+                             timeout=config.hook_timeout),
+                        Hook(stage="poststop", path=gpuhook_bin, args=("gpuhook", "hook", "poststop"), env=env,
+                             timeout=config.hook_timeout)))

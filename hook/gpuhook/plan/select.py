@@ -68,11 +68,13 @@ def vendor_for(sel: Selection, inventory: Inventory, vendors: dict[str, Vendor])
         forms = [v for v in forms if _has_ids(inventory.vendor(v.NAME), ids)] or \
             [v for v in forms if inventory.vendor(v.NAME)] or forms
     if forms:
-        return vendor_for(Selection(forms[0].NAME, sel.devices, sel.source, sel.raw), inventory, vendors)
+        return vendor_for(Selection(vendor=forms[0].NAME, devices=sel.devices, source=sel.source, raw=sel.raw),
+                          inventory, vendors)
     if ids and all(":" in i for i in ids):
         owners = {v.vendor for v in inventory.vendors for g in v.gpus if g.pci in ids}
         if len(owners) == 1:
-            return vendor_for(Selection(owners.pop(), sel.devices, sel.source, sel.raw), inventory, vendors)
+            return vendor_for(Selection(vendor=owners.pop(), devices=sel.devices, source=sel.source, raw=sel.raw),
+                              inventory, vendors)
     candidates = inventory.with_gpus()
     if len(candidates) == 1:
         return candidates[0]

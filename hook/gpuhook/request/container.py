@@ -122,15 +122,18 @@ def parse_request(annotations: Mapping[str, str], env: Mapping[str, str], accept
     allocation = _allocation(ours[ALLOCATION], annotations) if ALLOCATION in ours else None
     if "gpus" in ours:
         sel = _parse_gpus(f"{PREFIX}gpus", ours["gpus"], vendor, vendors)
-        return Request((sel,) if sel else (), caps, rocm, asked, tuning, allocation, raw, from_env_keys)
+        return Request(selections=(sel,) if sel else (), capabilities=caps, host_rocm=rocm, host_rocm_asked=asked,
+                       tuning=tuning, allocation=allocation, tuning_asked=raw, tuning_env=from_env_keys)
     flagged = _flag_selection(env, flag, vendor, any_vendor, vendors)
     if vendor is not None and flagged is None:
         raise RequestError(f"annotation {PREFIX}vendor={ours['vendor']!r} needs {PREFIX}gpus "
                            "(e.g. all, 0,1, count:2 or a UUID)")
     if flagged is not None:  # the user's --gpus bounds the request: an image's AMD_VISIBLE_DEVICES=all adds none
-        return Request((flagged,), caps, rocm, asked, tuning, allocation, raw, from_env_keys)
-    return Request(_env_selections(env, accept_env, vendors, skip=flag), caps, rocm, asked, tuning, allocation, raw,
-                   from_env_keys)
+        return Request(selections=(flagged,), capabilities=caps, host_rocm=rocm, host_rocm_asked=asked, tuning=tuning,
+                       allocation=allocation, tuning_asked=raw, tuning_env=from_env_keys)
+    return Request(selections=_env_selections(env, accept_env, vendors, skip=flag), capabilities=caps, host_rocm=rocm,
+                   host_rocm_asked=asked, tuning=tuning, allocation=allocation, tuning_asked=raw,
+                   tuning_env=from_env_keys)
 
 
 def _flag_selection(env: Mapping[str, str], flag: str | None, vendor: str | None, any_vendor: bool,
@@ -239,17 +242,18 @@ def _parse_gpus(key: str, raw: str, vendor: str | None, vendors: Sequence[Terms]
     value = raw.strip()
     low = value.lower()
     if low == "none":
-        return Selection(vendor, (), key, raw) if none_means_driver else None
+        return Selection(vendor=vendor, devices=(), source=key, raw=raw) if none_means_driver else None
     if low in ("", "void") and key != f"{PREFIX}gpus":
         return None
     if low == "all":
-        return Selection(vendor, None, key, raw)
+        return Selection(vendor=vendor, devices=None, source=key, raw=raw)
     if low.startswith(COUNT_PREFIX) and key == f"{PREFIX}gpus":
-        return Selection(vendor, None, key, raw, _parse_count(key, raw, low[len(COUNT_PREFIX):].strip()))
+        return Selection(vendor=vendor, devices=None, source=key, raw=raw, count=_parse_count(key, raw,
+                                                                                              low[len(COUNT_PREFIX):].strip()))
     ids: dict[str, None] = {}
     for item in value.split(","):
         ids.update(dict.fromkeys(parse_item(key, raw, item.strip(), vendors)))
-    return Selection(vendor, tuple(ids), key, raw)
+    return Selection(vendor=vendor, devices=tuple(ids), source=key, raw=raw)
 
 
 def _parse_count(key: str, raw: str, text: str) -> int:

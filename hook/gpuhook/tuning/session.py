@@ -162,8 +162,9 @@ def _release_keys(state: ledger.State, match: Callable[[dict[str, Any]], bool], 
         entry["holders"] = [h for h in entry["holders"] if not match(h)]
         if entry["holders"]:
             continue
-        s = Setting(entry["vendor"], entry["gpu"], entry["index"], entry["pci"], entry["device"], entry["name"],
-                    entry["value"])
+        s = Setting(vendor=entry["vendor"], gpu=entry["gpu"], index=entry["index"], pci=entry["pci"],
+                    device=entry["device"], name=entry["name"],
+                    value=entry["value"])
         try:
             if entry["original"] != entry["value"]:
                 backends(s.vendor).set(s, entry["original"])

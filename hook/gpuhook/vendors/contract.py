@@ -90,8 +90,9 @@ def values_or_error(values: dict[str, float], errors: list[str]) -> Reading:
     if not values:
         return Reading(error="; ".join(errors) or "no telemetry is supported")
     v = values.get
-    return Reading(v("utilization"), v("memory_used"), v("memory_total"), v("power"), v("temperature"),
-                   v("sm_clock"), v("power_limit"))
+    return Reading(utilization=v("utilization"), memory_used=v("memory_used"), memory_total=v("memory_total"),
+                   power=v("power"), temperature=v("temperature"),
+                   sm_clock=v("sm_clock"), power_limit=v("power_limit"))
 
 
 @frozen

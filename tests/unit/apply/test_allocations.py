@@ -23,8 +23,9 @@ def _id(n: int) -> str:
 
 def _rec(n: int, devices: tuple[str, ...] = (U0,), expires: float = 3700.0, claimed_by: str = "") -> Allocation:
     gpus = tuple(dict.fromkeys(d.split("::")[0] for d in devices))
-    return Allocation(_id(n), "nvidia.com/gpu", "nvidia", gpus, devices, False, 100.0, expires, claimed_by,
-                      "c0" if claimed_by else "")
+    return Allocation(id=_id(n), resource="nvidia.com/gpu", vendor="nvidia", gpus=gpus, devices=devices, shared=False,
+                      created=100.0, expires=expires, claimed_by=claimed_by,
+                      container="c0" if claimed_by else "")
 
 
 @pytest.fixture
@@ -40,8 +41,10 @@ def _file(state: str, alloc_id: str) -> str:
 
 
 def test_round_trip(state: str) -> None:
-    rec = Allocation(_id(1), "nvidia.com/gpu", "nvidia", (U0, U1), (f"{U0}::0", f"{U1}::1"), True, 100.5, 3700.25,
-                     "pod-uid/main", "abc123")
+    rec = Allocation(id=_id(1), resource="nvidia.com/gpu", vendor="nvidia", gpus=(U0, U1), devices=(f"{U0}::0",
+                                                                                                    f"{U1}::1"),
+                     shared=True, created=100.5, expires=3700.25,
+                     claimed_by="pod-uid/main", container="abc123")
     allocations.save(state, rec)
     assert allocations.load(state, _id(1)) == rec
 

@@ -11,7 +11,9 @@ import pytest
 from gpuhook.apply import claims
 from gpuhook.plan.authority import ClaimedDevice, PreparedClaim
 
-GOOD = PreparedClaim("uid-1", "ns", "claim", (ClaimedDevice("gpu", "gpu-0", "nvidia", "GPU-1"),), ("pod",), 1.0)
+GOOD = PreparedClaim(uid="uid-1", namespace="ns", name="claim", devices=(ClaimedDevice(request="gpu", device="gpu-0",
+                                                                                       vendor="nvidia", gpu="GPU-1"),),
+                     pods=("pod",), prepared=1.0)
 
 
 @pytest.mark.parametrize("text", [

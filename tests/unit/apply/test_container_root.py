@@ -104,7 +104,8 @@ def test_a_node_the_kernel_refuses_is_bound_from_the_host(tmp_path: Path, monkey
     host = os.open("/dev/null", os.O_PATH)
     try:
         with WritableRoot(str(tmp_path / "root")) as root:
-            live._node(root, DeviceNode("/dev/nvidia0", "c", 195, 0, 0o666, 0, 0), 0, host)
+            live._node(root, DeviceNode(path="/dev/nvidia0", kind="c", major=195, minor=0, mode=0o666, uid=0, gid=0), 0,
+                       host)
     finally:
         os.close(host)
     assert bound == ["/dev/nvidia0"] and not (tmp_path / "root/dev/nvidia0").exists()

@@ -17,7 +17,7 @@ from ...conftest import FakeHost
 
 
 def _node(path: str, major: int, minor: int, kind: str = "c") -> DeviceNode:
-    return DeviceNode(path, kind, major, minor, 0o666, 0, 0)
+    return DeviceNode(path=path, kind=kind, major=major, minor=minor, mode=0o666, uid=0, gid=0)
 
 
 def test_wanted_one_link_per_device_relative_to_its_folder() -> None:
@@ -66,7 +66,7 @@ def test_state(fake_host: FakeHost, make, expected: str) -> None:  # type: ignor
     host = fake_host(nvidia=1)
     os.makedirs(f"{host}/dev/char")
     make(f"{host}/dev/char/195:0")
-    link = Link("/dev/char/195:0", "../nvidia0", "/dev/nvidia0", "c", 195, 0)
+    link = Link(path="/dev/char/195:0", target="../nvidia0", node="/dev/nvidia0", kind="c", major=195, minor=0)
     assert state(Root(host), link) == expected
     if expected == "blocked":
         assert create(Root(host), [link]) == [(link, "blocked")]

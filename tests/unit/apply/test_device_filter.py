@@ -51,7 +51,8 @@ def decide(rules: list[Rule], requests: list[tuple[str, int, int, str]]) -> list
 
 
 def test_the_exact_program_for_a_deny_all_and_one_device() -> None:
-    rules = [Rule(False, "a", ANY, ANY, "rwm"), Rule(True, "c", 195, 0, "rw")]
+    rules = [Rule(allow=False, kind="a", major=ANY, minor=ANY, access="rwm"), Rule(allow=True, kind="c", major=195,
+                                                                                   minor=0, access="rw")]
     assert f.instructions(f.emulate(rules)) == [
         (f.LDX_W, 2, 1, 0, 0), (f.AND32_K, 2, 0, 0, 0xFFFF),  # r2 = type
         (f.LDX_W, 3, 1, 0, 0), (f.RSH32_K, 3, 0, 0, 16),  # r3 = access
@@ -75,7 +76,8 @@ def test_encoding_little_and_big_endian() -> None:
     assert f.encode(insn) == bytes([0x55, 0x04, 3, 0, 195, 0, 0, 0])
     assert f.encode(insn, "big") == bytes([0x55, 0x40, 0, 3, 0, 0, 0, 195])
     assert f.encode([(f.LDX_W, 2, 1, 0, 0)]) == bytes([0x61, 0x12, 0, 0, 0, 0, 0, 0])  # src in the high nibble
-    assert len(f.compile_rules([Rule(True, "c", 1, 3, "rwm")])) == 8 * (6 + 5 + 2)  # prologue, block, tail
+    assert len(f.compile_rules([Rule(allow=True, kind="c", major=1, minor=3,
+                                     access="rwm")])) == 8 * (6 + 5 + 2)  # prologue, block, tail
 
 
 RUNC_GPU = f.container_rules({"linux": {"resources": {"devices": [{"allow": False, "access": "rwm"}]}}}, "runc",
@@ -107,32 +109,48 @@ def test_allow_deny_table(rules: tuple[Rule, ...], request_: tuple[str, int, int
 
 
 def test_wildcard_major_and_minor() -> None:
-    rules = [Rule(True, "c", ANY, 3, "r"), Rule(True, "c", 226, ANY, "rw")]
+    rules = [Rule(allow=True, kind="c", major=ANY, minor=3, access="r"), Rule(allow=True, kind="c", major=226,
+                                                                              minor=ANY, access="rw")]
     assert decide(rules, [("c", 7, 3, "r"), ("c", 7, 3, "w"), ("c", 7, 4, "r"), ("c", 226, 5, "rw"),
                           ("c", 225, 5, "r")]) == [True, False, False, True, False]
 
 
 def test_block_and_char_are_told_apart() -> None:
-    rules = [Rule(True, "b", 8, 0, "r"), Rule(True, "c", 1, 3, "rwm")]
+    rules = [Rule(allow=True, kind="b", major=8, minor=0, access="r"), Rule(allow=True, kind="c", major=1, minor=3,
+                                                                            access="rwm")]
     assert decide(rules, [("b", 8, 0, "r"), ("c", 8, 0, "r"), ("b", 1, 3, "r"), ("c", 1, 3, "r")]) == \
         [True, False, False, True]
 
 
 def test_allow_all_then_deny_is_a_deny_list() -> None:
-    rules = [Rule(True, "a", ANY, ANY, "rwm"), Rule(False, "c", 195, ANY, "rwm")]
+    rules = [Rule(allow=True, kind="a", major=ANY, minor=ANY, access="rwm"), Rule(allow=False, kind="c", major=195,
+                                                                                  minor=ANY, access="rwm")]
     policy = f.emulate(rules)
-    assert policy == f.Policy(True, (Rule(False, "c", 195, ANY, "rwm"),))
+    assert policy == f.Policy(True, (Rule(allow=False, kind="c", major=195, minor=ANY, access="rwm"),))
     assert f.instructions(policy)[-2] == (f.MOV32_K, 0, 0, 0, 1)  # the tail allows
     assert decide(rules, [("c", 195, 3, "r"), ("c", 1, 3, "r"), ("b", 8, 0, "rw")]) == [False, True, True]
 
 
 @pytest.mark.parametrize(("rules", "exceptions"), [
-    ([Rule(True, "c", 1, 3, "r"), Rule(True, "c", 1, 3, "w")], (Rule(True, "c", 1, 3, "rw"),)),  # merged
-    ([Rule(True, "c", 1, 3, "rwm"), Rule(False, "c", 1, 3, "w")], (Rule(True, "c", 1, 3, "rm"),)),  # taken
-    ([Rule(True, "c", 1, 3, "rwm"), Rule(False, "c", 1, 3, "rwm")], ()),
-    ([Rule(True, "c", 1, 3, "rwm"), Rule(False, "a", ANY, ANY, "rwm")], ()),  # "a" resets
-    ([Rule(True, "c", 9, 1, "r"), Rule(True, "b", 1, 1, "r"), Rule(True, "c", ANY, ANY, "m")],
-     (Rule(True, "c", ANY, ANY, "m"), Rule(True, "b", 1, 1, "r"), Rule(True, "c", 9, 1, "r"))),  # sorted
+    ([Rule(allow=True, kind="c", major=1, minor=3, access="r"), Rule(allow=True, kind="c", major=1, minor=3,
+                                                                     access="w")], (Rule(allow=True, kind="c", major=1,
+                                                                                         minor=3,
+                                                                                         access="rw"),)),  # merged
+    ([Rule(allow=True, kind="c", major=1, minor=3, access="rwm"), Rule(allow=False, kind="c", major=1, minor=3,
+                                                                       access="w")], (Rule(allow=True, kind="c",
+                                                                                           major=1, minor=3,
+                                                                                           access="rm"),)),  # taken
+    ([Rule(allow=True, kind="c", major=1, minor=3, access="rwm"), Rule(allow=False, kind="c", major=1, minor=3,
+                                                                       access="rwm")], ()),
+    ([Rule(allow=True, kind="c", major=1, minor=3, access="rwm"), Rule(allow=False, kind="a", major=ANY, minor=ANY,
+                                                                       access="rwm")], ()),  # "a" resets
+    ([Rule(allow=True, kind="c", major=9, minor=1, access="r"), Rule(allow=True, kind="b", major=1, minor=1,
+                                                                     access="r"), Rule(allow=True, kind="c", major=ANY,
+                                                                                       minor=ANY, access="m")],
+     (Rule(allow=True, kind="c", major=ANY, minor=ANY, access="m"), Rule(allow=True, kind="b", major=1, minor=1,
+                                                                         access="r"), Rule(allow=True, kind="c",
+                                                                                           major=9, minor=1,
+                                                                                           access="r"))),  # sorted
 ], ids=["union", "partial-deny", "deny-all-of-one", "reset", "order"])
 def test_emulated_exceptions(rules: list[Rule], exceptions: tuple[Rule, ...]) -> None:
     assert f.emulate(rules) == f.Policy(False, exceptions)
@@ -140,7 +158,8 @@ def test_emulated_exceptions(rules: list[Rule], exceptions: tuple[Rule, ...]) ->
 
 def test_a_hole_in_a_wildcard_is_refused() -> None:
     with pytest.raises(CgroupError, match=r"cannot take m from the wider rule c \*:\*"):
-        f.emulate([Rule(True, "c", ANY, ANY, "m"), Rule(False, "c", 1, 3, "m")])
+        f.emulate([Rule(allow=True, kind="c", major=ANY, minor=ANY, access="m"), Rule(allow=False, kind="c", major=1,
+                                                                                      minor=3, access="m")])
 
 
 def test_runc_drops_an_implicit_rule_for_a_path_the_spec_lists() -> None:
@@ -152,7 +171,10 @@ def test_runc_drops_an_implicit_rule_for_a_path_the_spec_lists() -> None:
 def test_spec_rules_follow_the_runtime_spec() -> None:
     assert f.spec_rules([{"allow": True, "type": "c", "major": 195, "access": "wr"}, {"allow": False, "access": "m"},
                          {"allow": True, "type": "b", "major": -1, "minor": 2, "access": "mrw"}]) == (
-        Rule(True, "c", 195, ANY, "rw"), Rule(False, "a", ANY, ANY, "m"), Rule(True, "b", ANY, 2, "rwm"))
+        Rule(allow=True, kind="c", major=195, minor=ANY, access="rw"), Rule(allow=False, kind="a", major=ANY, minor=ANY,
+                                                                            access="m"), Rule(allow=True, kind="b",
+                                                                                              major=ANY, minor=2,
+                                                                                              access="rwm"))
 
 
 @pytest.mark.parametrize("entry", [
@@ -171,7 +193,7 @@ def test_gpuhook_rules_come_last_and_win() -> None:
     spec = {"linux": {"resources": {"devices": [{"allow": False, "type": "c", "major": 195, "minor": 0,
                                                  "access": "rwm"}]}}}
     rules = f.container_rules(spec, "runc", [DeviceRule("c", 195, 0)])
-    assert rules[-1] == Rule(True, "c", 195, 0, "rwm")
+    assert rules[-1] == Rule(allow=True, kind="c", major=195, minor=0, access="rwm")
     assert decide(list(rules), [("c", 195, 0, "rw")]) == [True]
 
 
@@ -187,7 +209,8 @@ def test_numbers_as_runc_takes_them() -> None:
     minimal = [{"allow": True, "major": 1, "minor": 255, "access": "wm"},
                {"allow": False, "type": "c", "major": -2, "access": "m"}]  # the reported case: runc denies c mknod
     policy = f.emulate(f.spec_rules(minimal))
-    assert policy.default_allow and policy.exceptions == (f.Rule(False, "c", -2, None, "m"),)
+    assert policy.default_allow and policy.exceptions == (f.Rule(allow=False, kind="c", major=-2, minor=None,
+                                                                 access="m"),)
     block = f.instructions(policy)
     assert [i[4] for i in block if i[0] == f.JNE_K and i[1] == 2] == [f.TYPES["c"]]  # one block: char devices
     assert not [i for i in block if i[0] == f.JNE_K and i[1] in (4, 5)]  # whatever their numbers: denied
@@ -201,8 +224,10 @@ def test_crun_reads_rules_its_own_way() -> None:
     got = crun.rules([{"allow": True, "type": "", "major": 1, "access": "rwx"},
                       {"allow": False, "type": None, "major": 1 << 31, "minor": (1 << 32) - 1, "access": ""},
                       {"allow": True, "type": "b", "major": -5, "minor": 3, "access": "m"}, "junk"])
-    assert got == [f.Rule(True, "c", 1, None, "rw"), f.Rule(False, "a", None, None, ""),
-                   f.Rule(True, "b", None, 3, "m")]
+    assert got == [f.Rule(allow=True, kind="c", major=1, minor=None, access="rw"), f.Rule(allow=False, kind="a",
+                                                                                          major=None, minor=None,
+                                                                                          access=""),
+                   f.Rule(allow=True, kind="b", major=None, minor=3, access="m")]
     wildcard = {"linux": {"resources": {"devices": [{"allow": True, "access": "rwm"}]}}}
     insns = crun.instructions(wildcard, [])
     assert insns[-2:] == [(f.MOV32_K, 0, 0, 0, 1), (f.EXIT, 0, 0, 0, 0)]  # allow all: crun's last block, no deny

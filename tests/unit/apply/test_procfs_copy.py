@@ -15,7 +15,7 @@ from ...conftest import FakeHost
 
 def test_nvidia_procfs_copy_is_shared_and_only_names_own_gpus(fake_host: FakeHost, tmp_path: Path) -> None:
     root = Root(fake_host(nvidia=2))
-    gpu1 = Gpu("nvidia", 1, "GPU-1", "0000:11:00.0", "H100", ())
+    gpu1 = Gpu(vendor="nvidia", index=1, uuid="GPU-1", pci="0000:11:00.0", model="H100", nodes=())
     found = nvidia.procfs_files(root, [gpu1], Policy())
     assert found is not None
     copy = ProcfsCopy("nvidia", found[0], tuple(sorted(found[1].items())))
@@ -29,7 +29,8 @@ def test_nvidia_procfs_copy_is_shared_and_only_names_own_gpus(fake_host: FakeHos
 
 def test_a_copy_made_before_content_files_is_still_shared(fake_host: FakeHost, tmp_path: Path) -> None:
     root = Root(fake_host(nvidia=1))
-    found = nvidia.procfs_files(root, [Gpu("nvidia", 0, "GPU-0", "0000:10:00.0", "H100", ())], Policy())
+    found = nvidia.procfs_files(root, [Gpu(vendor="nvidia", index=0, uuid="GPU-0", pci="0000:10:00.0", model="H100",
+                                           nodes=())], Policy())
     assert found is not None
     copy = ProcfsCopy("nvidia", found[0], tuple(sorted(found[1].items())))
     first = procfs_copy.write(str(tmp_path), copy).source

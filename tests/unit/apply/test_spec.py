@@ -12,7 +12,7 @@ from gpuhook.apply.spec_edits import SpecContext, lacking
 from gpuhook.edits import DeviceNode, DeviceRule, Edits, Mount, ProcOverlay
 from gpuhook.errors import SpecError
 
-NODE = DeviceNode("/dev/nvidia0", "c", 195, 0, 0o666, 0, 0)
+NODE = DeviceNode(path="/dev/nvidia0", kind="c", major=195, minor=0, mode=0o666, uid=0, gid=0)
 EDITS = Edits(device_nodes=(NODE,), device_rules=(DeviceRule("c", 195, 0),),
               mounts=(Mount("/h/libcuda.so.1.2", "/usr/lib/libcuda.so.1.2"),), env=("A=new",),
               additional_gids=(109,), ldcache_dirs=("/usr/lib",))
@@ -46,7 +46,8 @@ def test_the_native_helper_refreshes_the_cache_with_only_gpuhooks_library_mounts
     helper.chmod(0o755)
     edits = Edits(mounts=(Mount("/h/libcuda.so.1.2", "/usr/lib/libcuda.so.1.2"), Mount("/h/smi", "/usr/bin/smi")),
                   ldcache_dirs=("/usr/lib",))
-    ctx = SpecContext("/b/rootfs", "/sbin/ldconfig", 7, "/run/gh", str(helper))
+    ctx = SpecContext(root_path="/b/rootfs", ldconfig="/sbin/ldconfig", hook_timeout=7, state_dir="/run/gh",
+                      helper=str(helper))
     (hook,) = apply_with(SPEC, edits, ctx)["hooks"]["createContainer"]
     assert hook["path"] == str(helper) and hook["timeout"] == 7
     assert hook["args"] == ["gpuhook-createhook", "/b/rootfs", "--ldcache", "/run/gh/ldcache-root", "/sbin/ldconfig",
@@ -60,7 +61,8 @@ def test_the_native_helper_is_one_hook_for_every_procfs_copy_and_the_cache(tmp_p
     edits = Edits(mounts=(Mount("/h/libcuda.so.1", "/usr/lib/libcuda.so.1"),), ldcache_dirs=("/usr/lib",),
                   proc_overlays=(ProcOverlay("/run/gh/p1", "/proc/driver/nvidia"),
                                  ProcOverlay("/run/gh/p2", "/proc/driver/nvidia-caps")))
-    ctx = SpecContext("/b/rootfs", "/sbin/ldconfig", 7, "/run/gh", str(helper))
+    ctx = SpecContext(root_path="/b/rootfs", ldconfig="/sbin/ldconfig", hook_timeout=7, state_dir="/run/gh",
+                      helper=str(helper))
     out = apply_with(SPEC, edits, ctx)
     (hook,) = out["hooks"]["createContainer"]
     assert hook["args"] == ["gpuhook-createhook", "/b/rootfs", "--proc", "/run/gh/p1", "/proc/driver/nvidia",

@@ -11,10 +11,10 @@ from gpuhook.apply.spec import apply_edits, load_spec
 from gpuhook.edits import DeviceNode, Edits, Hook, Mount
 from gpuhook.errors import SpecError
 
-EDITS = Edits.for_nodes([DeviceNode("/dev/nvidia0", "c", 195, 0, 0o660, 0, 44)])
+EDITS = Edits.for_nodes([DeviceNode(path="/dev/nvidia0", kind="c", major=195, minor=0, mode=0o660, uid=0, gid=44)])
 EDITS = Edits(**{**{f: getattr(EDITS, f) for f in ("device_nodes", "device_rules", "additional_gids")},
                  "mounts": (Mount("/h/l.so", "/usr/lib/l.so"),), "env": ("A=1",), "masked_paths": ("/x",),
-                 "hooks": (Hook("prestart", "/g", ("g",)),), "ldcache_dirs": ("/usr/lib",)})
+                 "hooks": (Hook(stage="prestart", path="/g", args=("g",)),), "ldcache_dirs": ("/usr/lib",)})
 NULLS = ["annotations", "process", "root", "mounts", "linux", "hooks", "linux.devices", "linux.resources",
          "linux.resources.devices", "linux.maskedPaths", "process.env", "process.user",
          "process.user.additionalGids", "hooks.createContainer", "hooks.prestart"]

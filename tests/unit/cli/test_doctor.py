@@ -67,8 +67,8 @@ def test_a_crio_drop_in_crio_ignores_is_a_failure(tmp_path: Path) -> None:
                     'runtime_type = "oci"\nallowed_annotations = ["gpuhook.dev/gpus"]\n')
     (level, what, fix), = doctor_engines.checks({"crio": str(crio)}, search=str(tmp_path))
     assert level == "fail" and "ignores the whole gpuhook handler" in what and fix.startswith("gpuhook configure crio")
-    configure("crio", str(crio), Wanted("/usr/local/bin/gpuhook-runtime", "/usr/local/bin/gpuhook-hook",
-                                        "/etc/gpuhook/config.toml"))
+    configure("crio", str(crio), Wanted(shim="/usr/local/bin/gpuhook-runtime", gpuhook="/usr/local/bin/gpuhook-hook",
+                                        config="/etc/gpuhook/config.toml"))
     assert doctor_engines.checks({"crio": str(crio)}, search=str(tmp_path)) == [
         ("ok", f"crio: gpuhook registered in {crio}")]
 

@@ -56,7 +56,8 @@ def test_a_container_the_shim_prepared_is_left_alone(hook_calls: list[tuple[str,
     from gpuhook.host.processes import start_time
 
     me = os.getpid()
-    containers.save(str(tmp_path / "state"), containers.ContainerRecord("c1", (("nvidia", "550"),), str(tmp_path),
+    containers.save(str(tmp_path / "state"), containers.ContainerRecord(id="c1", drivers=(("nvidia", "550"),),
+                                                                        runtime_root=str(tmp_path),
                                                                         creator=me, creator_start=start_time(me)))
     monkeypatch.setattr("sys.stdin", _Stdin(json.dumps({"id": "c1", "pid": 1, "bundle": "/b"}).encode()))
     assert nvidia_hook.main(["prestart"]) == 0 and hook_calls == []

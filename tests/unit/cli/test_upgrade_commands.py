@@ -70,7 +70,7 @@ def test_a_drain_refuses_while_a_process_holds_a_gpu_node(node: dict[str, Any],
 
 def test_a_drain_with_nothing_left_reports_the_node_drained(node: dict[str, Any],
                                                             capsys: pytest.CaptureFixture[str]) -> None:
-    node["pods"] = [GpuPod("ml", "trainer", "u", ("nvidia.com/gpu: 1",))]
+    node["pods"] = [GpuPod(namespace="ml", name="trainer", uid="u", gpus=("nvidia.com/gpu: 1",))]
     node["drained"] = Drained(evicted=("ml/trainer",))
     assert upgrade_commands.drain(_args(dry_run=False)) == 0
     assert "drained n1: 1 GPU pod(s) evicted" in capsys.readouterr().out
@@ -82,7 +82,8 @@ def test_a_dry_run_names_a_gpu_container_no_pod_found_holds(node: dict[str, Any]
     assert upgrade_commands.drain(_args(dry_run=True)) == 1
     err = capsys.readouterr().err
     assert "GPU container cccccccccccccccccccccccc (ml/trainer/main) runs here, and no GPU pod above holds it" in err
-    node["pods"] = [GpuPod("ml", "trainer", "u", ("claim shared-gpu (gpu.gpuhook.dev: gpu-0)",))]
+    node["pods"] = [GpuPod(namespace="ml", name="trainer", uid="u",
+                           gpus=("claim shared-gpu (gpu.gpuhook.dev: gpu-0)",))]
     assert upgrade_commands.drain(_args(dry_run=True)) == 0  # its pod is found: the drain evicts it
 
 
@@ -105,7 +106,8 @@ def test_the_plan_prints_a_hostile_pod_name_and_process_name_escaped_on_one_line
     upgrade_commands._print_host(_view([_container(f"ml/{HOSTILE}/main")],
                                        [{"pid": 7, "command": "x\x1b]0;t\x07", "nodes": ["195:0"],
                                          "cgroup": "/a\nb"}]))
-    upgrade_commands._print_pods("n1", [GpuPod("ml", HOSTILE, "u", ("nvidia.com/gpu: 1",), owner="ReplicaSet/\r")])
+    upgrade_commands._print_pods("n1", [GpuPod(namespace="ml", name=HOSTILE, uid="u", gpus=("nvidia.com/gpu: 1",),
+                                               owner="ReplicaSet/\r")])
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\r" not in out and "\x07" not in out
     lines = out.splitlines()

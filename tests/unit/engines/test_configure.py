@@ -13,7 +13,7 @@ from gpuhook.engines.files import configure, revert
 from gpuhook.engines.wanted import Wanted
 from gpuhook.errors import EngineConfigError
 
-W = Wanted("/usr/local/bin/gpuhook-runtime", "/usr/local/bin/gpuhook", "/etc/gpuhook/config.toml")
+W = Wanted(shim="/usr/local/bin/gpuhook-runtime", gpuhook="/usr/local/bin/gpuhook", config="/etc/gpuhook/config.toml")
 
 DOCKER = """{
   "data-root": "/srv/docker",
@@ -47,7 +47,7 @@ CONTAINERD_V3 = """version = 3
 def test_docker_keeps_every_other_key(tmp_path: Path) -> None:
     path = tmp_path / "daemon.json"
     path.write_text(DOCKER)
-    configure("docker", str(path), Wanted(W.shim, W.gpuhook, W.config, set_default=True, cdi=True))
+    configure("docker", str(path), Wanted(shim=W.shim, gpuhook=W.gpuhook, config=W.config, set_default=True, cdi=True))
     data = json.loads(path.read_text())
     assert data["runtimes"] == {"nvidia": {"path": "nvidia-container-runtime", "runtimeArgs": []},
                                 "gpuhook": {"path": "/usr/local/bin/gpuhook-runtime"}}
@@ -71,7 +71,7 @@ def test_containerd_keeps_comments_and_settings(tmp_path: Path, text: str, table
 
     path = tmp_path / "config.toml"
     path.write_text(text)
-    configure("containerd", str(path), Wanted(W.shim, W.gpuhook, W.config, set_default=True))
+    configure("containerd", str(path), Wanted(shim=W.shim, gpuhook=W.gpuhook, config=W.config, set_default=True))
     new = path.read_text()
     for line in text.splitlines():
         if "default_runtime_name" not in line:
@@ -117,7 +117,7 @@ def test_cdi_is_turned_on_from_containerd_1_7(output: str, cdi: bool) -> None:
     from gpuhook.engines.table import CONTAINERD
 
     assert bool(CONTAINERD.reader(version_in(output) or "0").library) is cdi
-    toml = tomllib.loads(edit("version = 2\n", Wanted(W.shim, W.gpuhook, W.config, cdi=cdi)))
+    toml = tomllib.loads(edit("version = 2\n", Wanted(shim=W.shim, gpuhook=W.gpuhook, config=W.config, cdi=cdi)))
     assert toml["plugins"]["io.containerd.grpc.v1.cri"].get("enable_cdi", False) is cdi
 
 
@@ -140,7 +140,7 @@ def test_crio_drop_in_and_podman_hook(tmp_path: Path) -> None:
     # no allowed_annotations: CRI-O ignores a handler that lists a key of anyone else's (test_crio.py runs it)
     assert runtime == {"runtime_path": W.shim, "runtime_type": "oci"}  # the default config: nothing to name
     other = tmp_path / "other/99-gpuhook.toml"
-    configure("crio", str(other), Wanted(W.shim, W.gpuhook, "/srv/gpuhook.toml"))
+    configure("crio", str(other), Wanted(shim=W.shim, gpuhook=W.gpuhook, config="/srv/gpuhook.toml"))
     named = tomllib.loads(other.read_text())["crio"]["runtime"]["runtimes"]["gpuhook"]["monitor_env"]
     assert named == [f"PATH={crio_engine._PATH}", "GPUHOOK_CONFIG=/srv/gpuhook.toml"]
     configure("podman", str(hook), W)

@@ -13,7 +13,7 @@ from gpuhook.engines.files import configure, revert
 from gpuhook.engines.wanted import Wanted
 from gpuhook.errors import EngineConfigError
 
-W = Wanted("/usr/local/bin/gpuhook-runtime", "/usr/local/bin/gpuhook", "/etc/gpuhook/config.toml")
+W = Wanted(shim="/usr/local/bin/gpuhook-runtime", gpuhook="/usr/local/bin/gpuhook", config="/etc/gpuhook/config.toml")
 K3S = "var/lib/rancher/k3s/agent/etc/containerd"
 # what k3s's base template renders to on a node (containerd 1.7, config version 2), abridged
 RENDERED_BASE_V2 = """
@@ -81,7 +81,7 @@ def test_an_admins_template_is_kept_and_the_block_replaced(tmp_path: Path) -> No
            '  runtime_type = "io.containerd.kata.v2"\n')
     path.write_text(own)
     assert "systemctl restart rke2-server" in configure("containerd", str(path), W).next_step
-    moved = Wanted("/opt/gpuhook/bin/gpuhook-runtime", W.gpuhook, W.config)
+    moved = Wanted(shim="/opt/gpuhook/bin/gpuhook-runtime", gpuhook=W.gpuhook, config=W.config)
     configure("containerd", str(path), moved)  # a reinstall elsewhere: the block is rewritten, not repeated
     text = path.read_text()
     assert text.startswith(own.rstrip()) and text.count(BEGIN) == 1 and W.shim not in text
@@ -92,7 +92,8 @@ def test_an_admins_template_is_kept_and_the_block_replaced(tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize(("text", "wanted", "needle"), [
-    (BASE + "\n", Wanted(W.shim, W.gpuhook, W.config, set_default=True), "default-runtime: gpuhook"),
+    (BASE + "\n", Wanted(shim=W.shim, gpuhook=W.gpuhook, config=W.config, set_default=True),
+     "default-runtime: gpuhook"),
     (BASE + '\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.gpuhook]\n', W, "outside gpuhook's block"),
 ], ids=["set-default", "own-gpuhook-table"])
 def test_what_a_template_cannot_take(tmp_path: Path, text: str, wanted: Wanted, needle: str) -> None:

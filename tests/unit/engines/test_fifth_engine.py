@@ -78,7 +78,7 @@ def test_doctor_checks_its_registration(toy: Engine, tmp_path: Path, monkeypatch
     assert doctor_engines.checks(search=str(bindir)) == [
         ("warn", f"nerdctl: nerdctld is installed but {toy.config_path} is absent: gpuhook is not registered",
          "gpuhook configure nerdctl")]
-    Path(toy.config_path).write_text(_render("", Wanted("/s", "/h", "/c"), toy.config_path))
+    Path(toy.config_path).write_text(_render("", Wanted(shim="/s", gpuhook="/h", config="/c"), toy.config_path))
     monkeypatch.setattr(doctor, "_runtime", lambda runtime: [])
     monkeypatch.setattr(doctor, "_paths", lambda: [])
     monkeypatch.setattr(doctor_reload, "SYSTEMD_RUNNING", "/nonexistent")

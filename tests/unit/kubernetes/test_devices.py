@@ -13,12 +13,13 @@ PCI = [f"0000:{0x10 + i:02x}:00.0" for i in range(4)]
 
 
 def _gpu(i: int, missing: tuple[str, ...] = (), uuid: str | None = None) -> Gpu:
-    return Gpu("nvidia", i, U[i] if uuid is None else uuid, PCI[i], "H100",
-               (DeviceNode(f"/dev/nvidia{i}", "c", 195, i, 0o666, 0, 0),), missing)
+    return Gpu(vendor="nvidia", index=i, uuid=U[i] if uuid is None else uuid, pci=PCI[i], model="H100",
+               nodes=(DeviceNode(path=f"/dev/nvidia{i}", kind="c", major=195, minor=i, mode=0o666, uid=0, gid=0),),
+               missing=missing)
 
 
 def _inv(*gpus: Gpu) -> VendorInventory:
-    return VendorInventory("nvidia", "550.54.15", gpus, ())
+    return VendorInventory(vendor="nvidia", driver_version="550.54.15", gpus=gpus, shared_nodes=())
 
 
 TWO = _inv(_gpu(0), _gpu(1))
@@ -30,29 +31,41 @@ def test_gpu_key() -> None:
 
 ADVERTISED = [
     ("whole gpus", TWO, 1, {PCI[0]: 1}, (),
-     (Device(U[0], U[0], 0, 1, True), Device(U[1], U[1], 1, -1, True))),
+     (Device(id=U[0], gpu=U[0], index=0, numa=1, healthy=True), Device(id=U[1], gpu=U[1], index=1, numa=-1,
+                                                                       healthy=True))),
     ("replicas", TWO, 2, {}, (),
-     (Device(f"{U[0]}::0", U[0], 0, -1, True), Device(f"{U[0]}::1", U[0], 0, -1, True),
-      Device(f"{U[1]}::0", U[1], 1, -1, True), Device(f"{U[1]}::1", U[1], 1, -1, True))),
+     (Device(id=f"{U[0]}::0", gpu=U[0], index=0, numa=-1, healthy=True), Device(id=f"{U[0]}::1", gpu=U[0], index=0,
+                                                                                numa=-1, healthy=True),
+      Device(id=f"{U[1]}::0", gpu=U[1], index=1, numa=-1, healthy=True), Device(id=f"{U[1]}::1", gpu=U[1], index=1,
+                                                                                numa=-1, healthy=True))),
     ("missing node", _inv(_gpu(0), _gpu(1, ("/dev/nvidia1", "/dev/nvidia-caps"))), 1, {}, (),
-     (Device(U[0], U[0], 0, -1, True), Device(U[1], U[1], 1, -1, False, "device node /dev/nvidia1 is missing"))),
+     (Device(id=U[0], gpu=U[0], index=0, numa=-1, healthy=True), Device(id=U[1], gpu=U[1], index=1, numa=-1,
+                                                                        healthy=False,
+                                                                        why="device node /dev/nvidia1 is missing"))),
     ("missing node, every share", _inv(_gpu(0, ("/dev/nvidia0",))), 2, {}, (),
-     (Device(f"{U[0]}::0", U[0], 0, -1, False, "device node /dev/nvidia0 is missing"),
-      Device(f"{U[0]}::1", U[0], 0, -1, False, "device node /dev/nvidia0 is missing"))),
+     (Device(id=f"{U[0]}::0", gpu=U[0], index=0, numa=-1, healthy=False, why="device node /dev/nvidia0 is missing"),
+      Device(id=f"{U[0]}::1", gpu=U[0], index=0, numa=-1, healthy=False, why="device node /dev/nvidia0 is missing"))),
     ("pci address without uuid", _inv(_gpu(0, uuid="")), 1, {PCI[0]: 0}, (),
-     (Device(PCI[0], PCI[0], 0, 0, True),)),
-    ("vanished gpu stays, unhealthy", _inv(_gpu(0)), 1, {}, (Device(U[1], U[1], 1, 0, True),),
-     (Device(U[0], U[0], 0, -1, True), Device(U[1], U[1], 1, 0, False, "discovery no longer sees this GPU"))),
+     (Device(id=PCI[0], gpu=PCI[0], index=0, numa=0, healthy=True),)),
+    ("vanished gpu stays, unhealthy", _inv(_gpu(0)), 1, {}, (Device(id=U[1], gpu=U[1], index=1, numa=0, healthy=True),),
+     (Device(id=U[0], gpu=U[0], index=0, numa=-1, healthy=True), Device(id=U[1], gpu=U[1], index=1, numa=0,
+                                                                        healthy=False,
+                                                                        why="discovery no longer sees this GPU"))),
     ("known and present: as discovered now", TWO, 1, {},
-     (Device(U[0], U[0], 0, 1, False, "device node /dev/nvidia0 is missing"),),
-     (Device(U[0], U[0], 0, -1, True), Device(U[1], U[1], 1, -1, True))),
-    ("vendor gone", None, 1, {}, (Device(U[0], U[0], 0, 0, True), Device(U[1], U[1], 1, 1, True)),
-     (Device(U[0], U[0], 0, 0, False, "the driver is not loaded"),
-      Device(U[1], U[1], 1, 1, False, "the driver is not loaded"))),
+     (Device(id=U[0], gpu=U[0], index=0, numa=1, healthy=False, why="device node /dev/nvidia0 is missing"),),
+     (Device(id=U[0], gpu=U[0], index=0, numa=-1, healthy=True), Device(id=U[1], gpu=U[1], index=1, numa=-1,
+                                                                        healthy=True))),
+    ("vendor gone", None, 1, {}, (Device(id=U[0], gpu=U[0], index=0, numa=0, healthy=True), Device(id=U[1], gpu=U[1],
+                                                                                                   index=1, numa=1,
+                                                                                                   healthy=True)),
+     (Device(id=U[0], gpu=U[0], index=0, numa=0, healthy=False, why="the driver is not loaded"),
+      Device(id=U[1], gpu=U[1], index=1, numa=1, healthy=False, why="the driver is not loaded"))),
     ("vendor gone, nothing known", None, 2, {}, (), ()),
-    ("sorted by index", _inv(_gpu(3), _gpu(1)), 1, {}, (Device(U[2], U[2], 2, -1, True),),
-     (Device(U[1], U[1], 1, -1, True), Device(U[2], U[2], 2, -1, False, "discovery no longer sees this GPU"),
-      Device(U[3], U[3], 3, -1, True))),
+    ("sorted by index", _inv(_gpu(3), _gpu(1)), 1, {}, (Device(id=U[2], gpu=U[2], index=2, numa=-1, healthy=True),),
+     (Device(id=U[1], gpu=U[1], index=1, numa=-1, healthy=True), Device(id=U[2], gpu=U[2], index=2, numa=-1,
+                                                                        healthy=False,
+                                                                        why="discovery no longer sees this GPU"),
+      Device(id=U[3], gpu=U[3], index=3, numa=-1, healthy=True))),
 ]
 
 
@@ -89,7 +102,7 @@ def test_gpus_of_unknown_id() -> None:
 
 
 def _d(i: int, numa: int = -1, share: int | None = None, healthy: bool = True) -> Device:
-    return Device(U[i] if share is None else f"{U[i]}::{share}", U[i], i, numa, healthy)
+    return Device(id=U[i] if share is None else f"{U[i]}::{share}", gpu=U[i], index=i, numa=numa, healthy=healthy)
 
 
 FOUR = (_d(0, 0), _d(1, 0), _d(2, 1), _d(3, 1))
@@ -119,11 +132,12 @@ def test_preferred(advertised: tuple[Device, ...], available: list[str], must: l
 
 
 def _slice(mig: int, profile: str, uuid: str = "", missing: tuple[str, ...] = ()) -> Gpu:
-    return Gpu("nvidia", 0, uuid, PCI[0], "H100", _gpu(0).nodes, missing, parent=U[0], slice=f"0:{mig}",
+    return Gpu(vendor="nvidia", index=0, uuid=uuid, pci=PCI[0], model="H100", nodes=_gpu(0).nodes, missing=missing,
+               parent=U[0], slice=f"0:{mig}",
                profile=profile, place=f"gi{mig + 1}/ci0")
 
 
-MIG = VendorInventory("nvidia", "550.54.15", (_gpu(0), _gpu(1)), (),
+MIG = VendorInventory(vendor="nvidia", driver_version="550.54.15", gpus=(_gpu(0), _gpu(1)), shared_nodes=(),
                       slices=(_slice(0, "3g.40gb", "MIG-a"), _slice(1, "1g.10gb", "MIG-b"), _slice(2, "1g.10gb")))
 STRATEGIES = [
     ("none: whole GPUs", "none", {"nvidia.com/gpu": [U[0], U[1]]}),

@@ -54,9 +54,10 @@ def test_a_configuration_gpuhook_cannot_read_is_refused_in_one_line(entry: dict[
 
 def _device(attributes: tuple[tuple[str, str | int | bool], ...] = (), capacity: tuple[tuple[str, int], ...] = (),
             versions: tuple[str, ...] = ()) -> DraDevice:
-    node = DeviceNode("/dev/nvidia3", "c", 195, 3, 0o666, 0, 0)
-    gpu = Gpu("nvidia", 3, "GPU-3", "0000:13:00.0", "H100", (node,))
-    return DraDevice("gpu-3", gpu, "gpu", "gpu.nvidia.com", attributes, versions, capacity)
+    node = DeviceNode(path="/dev/nvidia3", kind="c", major=195, minor=3, mode=0o666, uid=0, gid=0)
+    gpu = Gpu(vendor="nvidia", index=3, uuid="GPU-3", pci="0000:13:00.0", model="H100", nodes=(node,))
+    return DraDevice(name="gpu-3", gpu=gpu, kind="gpu", domain="gpu.nvidia.com", attributes=attributes,
+                     versions=versions, capacity=capacity)
 
 
 def test_a_device_carries_gpuhooks_attributes_the_vendors_copies_and_the_standard_ones() -> None:
@@ -113,7 +114,8 @@ def test_the_node_plugin_answers_the_kubelet_under_both_service_names(tmp_path: 
     from gpuhook.kubernetes.dra.state import Preparer
 
     config = from_table({"state_dir": str(tmp_path / "state")}, str(tmp_path / "config.toml"))
-    preparer = Preparer(config, None, DRIVER, "node-1", str(tmp_path / "cdi"), "/bin/gpuhook-hook",  # type: ignore[arg-type]
+    preparer = Preparer(config, None, DRIVER, "node-1", str(tmp_path / "cdi"),
+                        "/bin/gpuhook-hook",  # type: ignore[arg-type]
                         "/bin/gpuhook", checkpoint=str(tmp_path / "plugins" / DRIVER))
     endpoint, registration = str(tmp_path / "plugins" / DRIVER / "dra.sock"), str(tmp_path / "reg.sock")
     servicer = dra_driver.Driver(config, preparer, endpoint, DRIVER)
@@ -162,7 +164,8 @@ def test_a_claim_on_a_gpu_shared_through_mps_is_an_mps_client(tmp_path: Path, ta
     from gpuhook.kubernetes.dra.state import Preparer
 
     config = from_table({"state_dir": str(tmp_path / "state"), "kubernetes": table}, str(tmp_path / "config.toml"))
-    preparer = Preparer(config, None, DRIVER, "node-1", str(tmp_path / "cdi"), "/bin/gpuhook-hook",  # type: ignore[arg-type]
+    preparer = Preparer(config, None, DRIVER, "node-1", str(tmp_path / "cdi"),
+                        "/bin/gpuhook-hook",  # type: ignore[arg-type]
                         "/bin/gpuhook", checkpoint=str(tmp_path / "plugins" / DRIVER))
     assert preparer._shared(keys, _device(), admin) == (expected or keys)
 
@@ -201,9 +204,10 @@ def test_a_driver_in_a_container_of_its_own_names_the_nodes_paths_in_its_cdi_spe
     devices, _ = describe(inventory, root)
     d = devices[0]
     checkpoint = tmp_path / "plugins" / DRIVER
-    claims.save(str(checkpoint), PreparedClaim("uid-1", "ns", "claim", (
-        ClaimedDevice("gpu", d.name, kind, d.gpu.key()),)))
-    preparer = Preparer(config, None, DRIVER, "node-1", str(tmp_path / "cdi"), hook, gpuhook_bin, helper,  # type: ignore[arg-type]
+    claims.save(str(checkpoint), PreparedClaim(uid="uid-1", namespace="ns", name="claim", devices=(
+        ClaimedDevice(request="gpu", device=d.name, vendor=kind, gpu=d.gpu.key()),)))
+    preparer = Preparer(config, None, DRIVER, "node-1", str(tmp_path / "cdi"), hook, gpuhook_bin,
+                        helper,  # type: ignore[arg-type]
                         checkpoint=str(checkpoint), node_root=str(node))
     assert preparer.restore({d.name: d}, inventory) == (["ns/claim (uid-1)"], [])
     edits = json.loads(Path(preparer.spec_path("uid-1")).read_text())["devices"][0]["containerEdits"]
@@ -249,9 +253,11 @@ def test_a_claim_is_refused_at_prepare_what_a_share_may_not_ask(tmp_path: Path, 
     from gpuhook.plan.authority import ClaimedDevice
 
     config = from_table({"state_dir": str(tmp_path / "state"), "kubernetes": table}, str(tmp_path / "config.toml"))
-    preparer = Preparer(config, None, DRIVER, "node-1", str(tmp_path / "cdi"), "/bin/gpuhook-hook",  # type: ignore[arg-type]
+    preparer = Preparer(config, None, DRIVER, "node-1", str(tmp_path / "cdi"),
+                        "/bin/gpuhook-hook",  # type: ignore[arg-type]
                         "/bin/gpuhook", checkpoint=str(tmp_path / "plugins" / DRIVER))
-    claimed = ClaimedDevice("gpu", "gpu-3", "nvidia", "GPU-3", False, tuple(sorted(keys.items())))
+    claimed = ClaimedDevice(request="gpu", device="gpu-3", vendor="nvidia", gpu="GPU-3", admin=False,
+                            tuning=tuple(sorted(keys.items())))
     inventory = Inventory(str(tmp_path), ())
     if not refused:
         preparer._check_tuning("team-a", "c1", claimed, _device(), inventory)

@@ -25,9 +25,10 @@ from gpuhook.vendors.registry import get
 
 U = [f"GPU-{i:08x}-0000-0000-0000-000000000000" for i in range(3)]
 KEY = "gpuhook.dev/allocation"
-INV = VendorInventory("nvidia", "550.54.15", tuple(
-    Gpu("nvidia", i, U[i], f"0000:{0x10 + i:02x}:00.0", "H100",
-        (DeviceNode(f"/dev/nvidia{i}", "c", 195, i, 0o666, 0, 0),)) for i in range(3)), ())
+INV = VendorInventory(vendor="nvidia", driver_version="550.54.15", gpus=tuple(
+    Gpu(vendor="nvidia", index=i, uuid=U[i], pci=f"0000:{0x10 + i:02x}:00.0", model="H100",
+        nodes=(DeviceNode(path=f"/dev/nvidia{i}", kind="c", major=195, minor=i, mode=0o666, uid=0, gid=0),
+               )) for i in range(3)), shared_nodes=())
 NUMA = {"0000:10:00.0": 0, "0000:11:00.0": 1}
 
 
@@ -174,7 +175,8 @@ def test_list_and_watch_streams_changes(plugin: Plugin) -> None:
     stream: Iterator[Any] = plugin.service.ListAndWatch(pb.Empty(), ctx)
     assert _listed(next(stream)) == [(U[0], constants.HEALTHY, [0]), (U[1], constants.HEALTHY, [1]),
                                      (U[2], constants.HEALTHY, [])]
-    changed = advertise(VendorInventory("nvidia", "550.54.15", INV.gpus[:2], ()), 1, NUMA, plugin.service.devices)
+    changed = advertise(VendorInventory(vendor="nvidia", driver_version="550.54.15", gpus=INV.gpus[:2],
+                                        shared_nodes=()), 1, NUMA, plugin.service.devices)
     assert plugin.service.update(changed)
     assert not plugin.service.update(changed)
     assert _listed(next(stream))[2] == (U[2], constants.UNHEALTHY, [])
@@ -202,7 +204,7 @@ def test_list_and_watch_wakes_on_update_and_stop(plugin: Plugin) -> None:
     waiter.start()
     waiter.join(0.2)
     assert waiter.is_alive() and got == []  # nothing changed: the stream waits
-    plugin.service.update((Device("x", "x", 0, -1, False, "gone"),))
+    plugin.service.update((Device(id="x", gpu="x", index=0, numa=-1, healthy=False, why="gone"),))
     for _ in range(50):
         if got:
             break
@@ -243,8 +245,10 @@ def test_resource_name_from_config(tmp_path: Path) -> None:
 def test_cdi_names_a_gpu_without_uuid_by_its_index(tmp_path: Path) -> None:
     """A GPU known by its PCI address (no UUID) is `<kind>=<index>` in CDI: gpuhook's specs name GPUs by UUID
     and by index, never by PCI address."""
-    inv = VendorInventory("amd", "6.7.0", (Gpu("amd", 0, "", "0000:80:00.0", "MI300X", ()),
-                                           Gpu("amd", 1, "0x5a1e000000000001", "0000:81:00.0", "MI300X", ())), ())
+    inv = VendorInventory(vendor="amd", driver_version="6.7.0", gpus=(Gpu(vendor="amd", index=0, uuid="",
+                                                                          pci="0000:80:00.0", model="MI300X", nodes=()),
+                                           Gpu(vendor="amd", index=1, uuid="0x5a1e000000000001", pci="0000:81:00.0",
+                                               model="MI300X", nodes=())), shared_nodes=())
     config = from_table({"state_dir": str(tmp_path / "state"), "kubernetes": {"allocate_with": ["cdi"]}}, "/x")
     service = ResourcePlugin(get("amd"), config, lambda _: None)
     service.update(advertise(inv, 1, {}))

@@ -73,7 +73,7 @@ class FakeApi:
 
 
 def _pod(name: str) -> GpuPod:
-    return GpuPod("default", name, f"uid-{name}", ("nvidia.com/gpu: 1",))
+    return GpuPod(namespace="default", name=name, uid=f"uid-{name}", gpus=("nvidia.com/gpu: 1",))
 
 
 class Clock:

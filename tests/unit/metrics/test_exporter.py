@@ -44,7 +44,7 @@ def _samples(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
 
 def test_textfile_once_is_written_atomically_and_parses(fake_host: FakeHost, tmp_path: Path) -> None:
     host = fake_host(nvidia=2)
-    config = Config("/c", host_root=host, state_dir=str(tmp_path / "state"), exporter=Exporter(telemetry=False))
+    config = Config(path="/c", host_root=host, state_dir=str(tmp_path / "state"), exporter=Exporter(telemetry=False))
     out = tmp_path / "textfile"
     assert exporter.run(config, textfile_dir=str(out), once=True) == 0
     assert [p.name for p in out.iterdir()] == ["gpuhook.prom"]  # no temporary file left beside it
@@ -58,7 +58,7 @@ def test_textfile_once_is_written_atomically_and_parses(fake_host: FakeHost, tmp
 def test_http_serves_metrics_until_stopped(fake_host: FakeHost, tmp_path: Path) -> None:
     host = fake_host(nvidia=1)
     registry = CollectorRegistry(auto_describe=False)
-    collector = exporter.Collector(Config("/c", host_root=host, state_dir=str(tmp_path / "state")))
+    collector = exporter.Collector(Config(path="/c", host_root=host, state_dir=str(tmp_path / "state")))
     registry.register(collector)
     with socket.socket() as s:  # a free port
         s.bind(("127.0.0.1", 0))
@@ -87,7 +87,7 @@ def test_http_serves_metrics_until_stopped(fake_host: FakeHost, tmp_path: Path) 
 def test_health_changes_are_logged_once(fake_host: FakeHost, tmp_path: Path,
                                         capsys: pytest.CaptureFixture[str]) -> None:
     host = fake_host(nvidia=2)
-    collector = exporter.Collector(Config("/c", host_root=host, state_dir=str(tmp_path / "s"),
+    collector = exporter.Collector(Config(path="/c", host_root=host, state_dir=str(tmp_path / "s"),
                                           exporter=Exporter(telemetry=False)))
     list(collector.collect())
     assert capsys.readouterr().err == ""  # healthy from the start: nothing to say

@@ -19,14 +19,18 @@ AMD = "0x5a1e000000000000"
 
 
 def _nv(i: int, missing: tuple[str, ...] = ()) -> Gpu:
-    return Gpu("nvidia", i, NV[i], f"0000:{0x10 + i:02x}:00.0", "NVIDIA H100 80GB HBM3",
-               (DeviceNode(f"/dev/nvidia{i}", "c", 195, i, 0o666, 0, 0),), missing)
+    return Gpu(vendor="nvidia", index=i, uuid=NV[i], pci=f"0000:{0x10 + i:02x}:00.0", model="NVIDIA H100 80GB HBM3",
+               nodes=(DeviceNode(path=f"/dev/nvidia{i}", kind="c", major=195, minor=i, mode=0o666, uid=0, gid=0),),
+               missing=missing)
 
 
-AMD_GPU = Gpu("amd", 0, AMD, "0000:80:00.0", "gfx942", (), (), "gfx942", "/sys/devices/pci0000:00/0000:80:00.0")
-INV = Inventory("/", (VendorInventory("nvidia", "550.54.15", (_nv(0), _nv(1)), ()),
-                      VendorInventory("amd", "6.7.0", (AMD_GPU,), ())))
-RUNNING = ContainerRecord("c1", (("nvidia", "550.54.15"),), "/run/runc", gpus=(NV[0],), pod="trainer-0",
+AMD_GPU = Gpu(vendor="amd", index=0, uuid=AMD, pci="0000:80:00.0", model="gfx942", nodes=(), missing=(), arch="gfx942",
+              sysfs="/sys/devices/pci0000:00/0000:80:00.0")
+INV = Inventory("/", (VendorInventory(vendor="nvidia", driver_version="550.54.15", gpus=(_nv(0), _nv(1)),
+                                      shared_nodes=()),
+                      VendorInventory(vendor="amd", driver_version="6.7.0", gpus=(AMD_GPU,), shared_nodes=())))
+RUNNING = ContainerRecord(id="c1", drivers=(("nvidia", "550.54.15"),), runtime_root="/run/runc", gpus=(NV[0],),
+                          pod="trainer-0",
                           namespace="ml", container="main")
 
 
@@ -48,16 +52,17 @@ def _samples(view: View) -> dict[str, list[tuple[dict[str, str], float]]]:
 
 
 def test_every_family_is_served_even_when_empty_and_in_catalog_order() -> None:
-    fams = families(View(Inventory("/", ())))
+    fams = families(View(inventory=Inventory("/", ())))
     assert [f.name for f in fams] == [f.name.removesuffix("_total") for f in FAMILIES]
     assert [f.type for f in fams] == [f.kind for f in FAMILIES]
-    served = _samples(View(Inventory("/", ())))
+    served = _samples(View(inventory=Inventory("/", ())))
     assert served["gpuhook_ledger_ok"] == [({}, 1.0)] and served["gpuhook_gpu_info"] == []
 
 
 def test_gpu_info_and_telemetry_per_gpu() -> None:
-    reading = Reading(0.42, 2e9, 85520809984, 250.5, 61, 1.5e9, 400)
-    got = _samples(View(INV, readings=((NV[0], reading), (NV[1], Reading(power=70)),
+    reading = Reading(utilization=0.42, memory_used=2e9, memory_total=85520809984, power=250.5, temperature=61,
+                      sm_clock=1.5e9, power_limit=400)
+    got = _samples(View(inventory=INV, readings=((NV[0], reading), (NV[1], Reading(power=70)),
                                        (AMD, Reading(temperature=40.0)))))
     assert got["gpuhook_gpu_info"] == [
         ({"vendor": "nvidia", "index": "0", "uuid": NV[0], "pci": "0000:10:00.0", "model": "NVIDIA H100 80GB HBM3",
@@ -78,15 +83,21 @@ def test_gpu_info_and_telemetry_per_gpu() -> None:
 
 HEALTH = [
     ("all well, telemetry off", INV, None, (), {("nvidia", NV[0]): "", ("nvidia", NV[1]): "", ("amd", AMD): ""}),
-    ("unreadable telemetry", INV, ((NV[0], Reading(1.0)), (NV[1], Reading(error="NVML: GPU is lost")),
+    ("unreadable telemetry", INV, ((NV[0], Reading(utilization=1.0)), (NV[1], Reading(error="NVML: GPU is lost")),
                                    (AMD, Reading(power=1))),
      (), {("nvidia", NV[0]): "", ("nvidia", NV[1]): "its telemetry cannot be read (NVML: GPU is lost)",
           ("amd", AMD): ""}),
-    ("no reading at all", Inventory("/", (VendorInventory("amd", None, (AMD_GPU,), ()),)), (), (),
+    ("no reading at all", Inventory("/", (VendorInventory(vendor="amd", driver_version=None, gpus=(AMD_GPU,),
+                                                          shared_nodes=()),)), (), (),
      {("amd", AMD): "its telemetry cannot be read (the GPU gave no reading)"}),
-    ("missing node", Inventory("/", (VendorInventory("nvidia", "550", (_nv(0, ("/dev/nvidia0",)),), ()),)), None,
+    ("missing node", Inventory("/", (VendorInventory(vendor="nvidia", driver_version="550", gpus=(_nv(0,
+                                                                                                      ("/dev/nvidia0",
+                                                                                                       )),),
+                                                     shared_nodes=()),)), None,
      (), {("nvidia", NV[0]): "device node /dev/nvidia0 is missing"}),
-    ("vanished gpu, driver loaded", Inventory("/", (VendorInventory("nvidia", "550", (_nv(0),), ()),)), None,
+    ("vanished gpu, driver loaded", Inventory("/", (VendorInventory(vendor="nvidia", driver_version="550", gpus=(_nv(0),
+                                                                                                                 ),
+                                                                    shared_nodes=()),)), None,
      (_nv(0), _nv(1)), {("nvidia", NV[0]): "", ("nvidia", NV[1]): "discovery no longer sees this GPU"}),
     ("driver unloaded", Inventory("/", ()), None, (_nv(0), AMD_GPU),
      {("nvidia", NV[0]): "the driver is not loaded", ("amd", AMD): "the driver is not loaded"}),
@@ -97,18 +108,20 @@ HEALTH = [
 def test_health_is_the_device_plugins_rule_plus_telemetry(inv: Inventory, readings: tuple[tuple[str, Reading], ...]
                                                           | None, known: tuple[Gpu, ...],
                                                           expected: dict[tuple[str, str], str]) -> None:
-    view = View(inv, known, readings)
+    view = View(inventory=inv, known=known, readings=readings)
     assert health(view) == expected
     assert sorted(_samples(view)["gpuhook_gpu_healthy"], key=str) == sorted(
         (({"vendor": v, "uuid": u}, 0.0 if why else 1.0) for (v, u), why in expected.items()), key=str)
 
 
 def test_allocation_carries_the_container_and_its_pod_once_per_gpu() -> None:
-    two = ContainerRecord("c2", (("nvidia", "550.54.15"), ("amd", "6.7.0")), "/run/runc", gpus=(NV[1], AMD))
-    hooked = ContainerRecord("c1", (("nvidia", "550.54.15"),), "", 42, "99", (NV[0],), pod="trainer-0",
+    two = ContainerRecord(id="c2", drivers=(("nvidia", "550.54.15"), ("amd", "6.7.0")), runtime_root="/run/runc",
+                          gpus=(NV[1], AMD))
+    hooked = ContainerRecord(id="c1", drivers=(("nvidia", "550.54.15"),), runtime_root="", pid=42, start_time="99",
+                             gpus=(NV[0],), pod="trainer-0",
                              namespace="ml", container="main")  # the prestart hook's record of the same container
-    gone_gpu = ContainerRecord("c3", (("amd", "6.7.0"),), "/run/runc", gpus=("0000:99:00.0",))
-    got = _samples(View(INV, records=(RUNNING, two, hooked, gone_gpu)))["gpuhook_gpu_allocated"]
+    gone_gpu = ContainerRecord(id="c3", drivers=(("amd", "6.7.0"),), runtime_root="/run/runc", gpus=("0000:99:00.0",))
+    got = _samples(View(inventory=INV, records=(RUNNING, two, hooked, gone_gpu)))["gpuhook_gpu_allocated"]
     assert got == [
         ({"vendor": "nvidia", "uuid": NV[0], "container_id": "c1", "pod": "trainer-0", "namespace": "ml",
           "container": "main"}, 1.0),
@@ -119,11 +132,12 @@ def test_allocation_carries_the_container_and_its_pod_once_per_gpu() -> None:
 
 
 def test_tuning_leases_and_counters() -> None:
-    rows = (TuningRow("nvidia", NV[0], "power_limit", "400000", "700000", 2),
-            TuningRow("amd", AMD, "perf_level", "high", "auto", 0))
+    rows = (TuningRow(vendor="nvidia", gpu=NV[0], setting="power_limit", current="400000", original="700000",
+                      holders=2),
+            TuningRow(vendor="amd", gpu=AMD, setting="perf_level", current="high", original="auto", holders=0))
     counters = ((("prepared", "nvidia"), 7), (("prepared", "amd"), 2), (("refused", "PolicyError"), 3),
                 (("someday", "x"), 1))
-    got = _samples(View(INV, settings=rows, leases=((NV[1], "c9"),), counters=counters))
+    got = _samples(View(inventory=INV, settings=rows, leases=((NV[1], "c9"),), counters=counters))
     assert got["gpuhook_tuning_setting"] == [
         ({"vendor": "nvidia", "uuid": NV[0], "setting": "power_limit", "current": "400000", "original": "700000"},
          1.0),
@@ -136,10 +150,12 @@ def test_tuning_leases_and_counters() -> None:
 
 
 def test_ledger_stale_drivers_build_and_duration() -> None:
-    old = ContainerRecord("old", (("nvidia", "535.104.05"),), "/run/runc", gpus=(NV[1],))
-    old_hooked = ContainerRecord("old", (("nvidia", "535.104.05"),), "", 7, "1", (NV[1],))
-    in_tree = ContainerRecord("rocm", (("amd", ""),), "/run/runc", gpus=(AMD,))  # in-kernel amdgpu: no version
-    got = _samples(View(INV, records=(RUNNING, old, old_hooked, in_tree), ledger_ok=False, duration=0.0125))
+    old = ContainerRecord(id="old", drivers=(("nvidia", "535.104.05"),), runtime_root="/run/runc", gpus=(NV[1],))
+    old_hooked = ContainerRecord(id="old", drivers=(("nvidia", "535.104.05"),), runtime_root="", pid=7, start_time="1",
+                                 gpus=(NV[1],))
+    in_tree = ContainerRecord(id="rocm", drivers=(("amd", ""),), runtime_root="/run/runc",
+                              gpus=(AMD,))  # in-kernel amdgpu: no version
+    got = _samples(View(inventory=INV, records=(RUNNING, old, old_hooked, in_tree), ledger_ok=False, duration=0.0125))
     assert got["gpuhook_stale_driver_containers"] == [({}, 1.0)]  # one container, however many records
     assert got["gpuhook_ledger_ok"] == [({}, 0.0)]
     assert got["gpuhook_exporter_scrape_duration_seconds"] == [({}, 0.0125)]

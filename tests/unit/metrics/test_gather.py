@@ -30,7 +30,7 @@ def _files(directory: Path) -> list[str]:
 
 def test_no_state_dir_is_nothing_to_read_and_is_not_made(tmp_path: Path) -> None:
     view = gather(Root(str(tmp_path)), str(tmp_path / "state"), None)
-    assert view == View(view.inventory) and not (tmp_path / "state").exists()
+    assert view == View(inventory=view.inventory) and not (tmp_path / "state").exists()
 
 
 def test_records_ledger_and_counters_are_read_and_left_as_they_are(tmp_path: Path) -> None:
@@ -38,10 +38,12 @@ def test_records_ledger_and_counters_are_read_and_left_as_they_are(tmp_path: Pat
     runtime = tmp_path / "runc"
     (runtime / "web").mkdir(parents=True)
     (runtime / "web/state.json").write_text("{}")
-    web = containers.ContainerRecord("web", (("nvidia", "550.54.15"),), str(runtime), gpus=("GPU-1",), pod="web-0",
+    web = containers.ContainerRecord(id="web", drivers=(("nvidia", "550.54.15"),), runtime_root=str(runtime),
+                                     gpus=("GPU-1",), pod="web-0",
                                      namespace="shop", container="server")
     containers.save(str(state), web)
-    containers.save(str(state), containers.ContainerRecord("old", (), str(runtime), gpus=("GPU-2",)))  # it is gone
+    containers.save(str(state), containers.ContainerRecord(id="old", drivers=(), runtime_root=str(runtime),
+                                                           gpus=("GPU-2",)))  # it is gone
     for _ in range(3):
         counters.bump(str(state), counters.PREPARED, "nvidia")
     counters.bump(str(state), counters.REFUSED, "PlanError")
@@ -59,8 +61,10 @@ def test_records_ledger_and_counters_are_read_and_left_as_they_are(tmp_path: Pat
     assert done, "the scrape waited for the ledger's lock"
     view = done[0]
     assert view.records == (web,)
-    assert view.settings == (TuningRow("nvidia", "GPU-1", "clocks", "1500-1500", "unlocked", 1),
-                             TuningRow("nvidia", "GPU-2", "power_limit", "400000", "700000", 0))
+    assert view.settings == (TuningRow(vendor="nvidia", gpu="GPU-1", setting="clocks", current="1500-1500",
+                                       original="unlocked", holders=1),
+                             TuningRow(vendor="nvidia", gpu="GPU-2", setting="power_limit", current="400000",
+                                       original="700000", holders=0))
     assert view.leases == (("GPU-1", "web"),)
     assert dict(view.counters) == {("prepared", "nvidia"): 3, ("refused", "PlanError"): 1}
     assert view.ledger_ok

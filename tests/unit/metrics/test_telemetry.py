@@ -42,7 +42,8 @@ def test_nvml_reports_what_the_stub_is_told_and_locked_clocks(fake_host: FakeHos
     backend = registry.tuning("nvidia").backend(root, "/nonexistent")  # it locks GPU 0's clocks, as a container would
     try:
         gpu0 = discover(root).vendors[0].gpus[0]
-        backend.set(Setting("nvidia", gpu0.uuid, 0, gpu0.pci, gpu0.uuid, "clocks", "1500-1500"), "1500-1500")
+        backend.set(Setting(vendor="nvidia", gpu=gpu0.uuid, index=0, pci=gpu0.pci, device=gpu0.uuid, name="clocks",
+                            value="1500-1500"), "1500-1500")
     finally:
         backend.close()
     sessions = Sessions(root)
@@ -52,8 +53,10 @@ def test_nvml_reports_what_the_stub_is_told_and_locked_clocks(fake_host: FakeHos
     finally:
         sessions.close()
     uuids = [g.uuid for g in inv.vendors[0].gpus]
-    assert got[uuids[0]] == Reading(0.0, 567017472, 85520809984, 72.0, 33, 1500e6, 700.0)
-    assert got[uuids[1]] == Reading(0.87, 40 << 30, 85520809984, 612.25, 71, 1755e6, 700.0)
+    assert got[uuids[0]] == Reading(utilization=0.0, memory_used=567017472, memory_total=85520809984, power=72.0,
+                                    temperature=33, sm_clock=1500e6, power_limit=700.0)
+    assert got[uuids[1]] == Reading(utilization=0.87, memory_used=40 << 30, memory_total=85520809984, power=612.25,
+                                    temperature=71, sm_clock=1755e6, power_limit=700.0)
 
 
 def test_one_nvml_session_across_scrapes_and_a_new_one_after_a_driver_reload(fake_host: FakeHost) -> None:
@@ -95,8 +98,10 @@ def test_amdgpu_sysfs_files(fake_host: FakeHost) -> None:
     got = Sessions(root).read(inv)
     assert {p: p.read_bytes() for p in before} == before  # read, never written
     gpus = inv.vendors[0].gpus
-    assert got[gpus[0].uuid] == Reading(0.0, 296747008, 205822885888, 140.0, 40.0, 2100e6, 300.0)
-    assert got[gpus[1].uuid] == Reading(0.33, 1 << 34, 205822885888, 455.0, 83.0, 1900e6, 300.0)  # the junction
+    assert got[gpus[0].uuid] == Reading(utilization=0.0, memory_used=296747008, memory_total=205822885888, power=140.0,
+                                        temperature=40.0, sm_clock=2100e6, power_limit=300.0)
+    assert got[gpus[1].uuid] == Reading(utilization=0.33, memory_used=1 << 34, memory_total=205822885888, power=455.0,
+                                        temperature=83.0, sm_clock=1900e6, power_limit=300.0)  # the junction
 
 
 def test_amdsmi_and_sysfs_report_the_same_through_the_exporter(fake_host: FakeHost, tmp_path: Path) -> None:
@@ -158,8 +163,11 @@ def flaky() -> Iterator[None]:
 
 
 def _inv(version: str, *uuids: str) -> Inventory:
-    return Inventory("/", (VendorInventory("flaky", version, tuple(Gpu("flaky", i, u, "", "", ())
-                                                                   for i, u in enumerate(uuids)), ()),))
+    return Inventory("/", (VendorInventory(vendor="flaky", driver_version=version, gpus=tuple(Gpu(vendor="flaky",
+                                                                                                  index=i, uuid=u,
+                                                                                                  pci="", model="",
+                                                                                                  nodes=())
+                                                                   for i, u in enumerate(uuids)), shared_nodes=()),))
 
 
 @pytest.mark.usefixtures("flaky")

@@ -70,16 +70,17 @@ def test_pick_does_not_change_in_use() -> None:
 
 
 def _node(path: str, minor: int) -> DeviceNode:
-    return DeviceNode(path, "c", 195, minor, 0o666, 0, 0)
+    return DeviceNode(path=path, kind="c", major=195, minor=minor, mode=0o666, uid=0, gid=0)
 
 
 def _gpu(i: int, missing: tuple[str, ...] = (), uuid: str | None = None) -> Gpu:
-    return Gpu("nvidia", i, f"GPU-{i:08x}-0000-0000-0000-000000000000" if uuid is None else uuid,
-               f"0000:{0x10 + i:02x}:00.0", "H100", (_node(f"/dev/nvidia{i}", i),), missing)
+    return Gpu(vendor="nvidia", index=i, uuid=f"GPU-{i:08x}-0000-0000-0000-000000000000" if uuid is None else uuid,
+               pci=f"0000:{0x10 + i:02x}:00.0", model="H100", nodes=(_node(f"/dev/nvidia{i}", i),), missing=missing)
 
 
 def _inv(*gpus: Gpu) -> VendorInventory:
-    return VendorInventory("nvidia", "550.54.15", gpus, (_node("/dev/nvidiactl", 255),))
+    return VendorInventory(vendor="nvidia", driver_version="550.54.15", gpus=gpus, shared_nodes=(_node("/dev/nvidiactl",
+                                                                                                       255),))
 
 
 U = [f"GPU-{i:08x}-0000-0000-0000-000000000000" for i in range(4)]
@@ -110,7 +111,7 @@ RESOLVES = [
 def test_resolve_count(inv: VendorInventory, n: int, users: dict[str, str], numa: dict[str, int],
                        devices: tuple[str, ...]) -> None:
     assert resolve_count(_count(n), inv, "NVIDIA", users, numa) == Selection(
-        "nvidia", devices, "gpuhook.dev/gpus", f"count:{n}", 0)
+        vendor="nvidia", devices=devices, source="gpuhook.dev/gpus", raw=f"count:{n}", count=0)
 
 
 def test_resolve_count_names_busy_and_broken_gpus() -> None:

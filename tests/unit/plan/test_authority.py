@@ -17,8 +17,10 @@ U0 = "GPU-00000000-0000-0000-0000-000000000000"
 U1 = "GPU-00000001-0000-0000-0000-000000000000"
 ANY = from_table({}, "/x")
 ALLOCATED = from_table({"policy": {"requests": "allocated"}}, "/x")
-WHOLE = Allocation(ID, "nvidia.com/gpu", "nvidia", (U0, U1), (U0, U1), False, 100.0, 3700.0, "pod/main", "c1")
-SHARED = Allocation(ID, "nvidia.com/gpu", "nvidia", (U0,), (f"{U0}::0",), True, 100.0, 3700.0, "pod/main", "c1")
+WHOLE = Allocation(id=ID, resource="nvidia.com/gpu", vendor="nvidia", gpus=(U0, U1), devices=(U0, U1), shared=False,
+                   created=100.0, expires=3700.0, claimed_by="pod/main", container="c1")
+SHARED = Allocation(id=ID, resource="nvidia.com/gpu", vendor="nvidia", gpus=(U0,), devices=(f"{U0}::0",), shared=True,
+                    created=100.0, expires=3700.0, claimed_by="pod/main", container="c1")
 BOTH = "nvidia.com/gpu: 1 or amd.com/gpu: 1 or hygon.com/dcu: 1"
 
 OWN_ASKS = [
@@ -67,7 +69,7 @@ def test_allocated_passes_requests_without_gpus(annotations: dict[str, str], env
 
 def test_nvidia_none_keeps_the_driver_selection() -> None:
     out = authorize(parse_request({}, {"NVIDIA_VISIBLE_DEVICES": "none"}), None, ALLOCATED)
-    assert out.selections == (Selection("nvidia", (), "NVIDIA_VISIBLE_DEVICES", "none"),)
+    assert out.selections == (Selection(vendor="nvidia", devices=(), source="NVIDIA_VISIBLE_DEVICES", raw="none"),)
 
 
 TUNING = [
@@ -115,7 +117,7 @@ def test_allocation_is_exactly_what_is_granted(annotations: dict[str, str], env:
                                                config: Config) -> None:
     request = parse_request({A + "allocation": ID, **annotations}, env)
     out = authorize(request, WHOLE, config)
-    assert out.selections == (Selection("nvidia", (U0, U1), f"{A}allocation", ID),)
+    assert out.selections == (Selection(vendor="nvidia", devices=(U0, U1), source=f"{A}allocation", raw=ID),)
     assert out.allocation == ID
 
 
@@ -130,7 +132,8 @@ def test_own_gpus_next_to_allocation_refused(config: Config) -> None:
 
 REPLICAS = from_table({"policy": {"requests": "allocated"}, "kubernetes": {"replicas": 4}}, "/x")
 MPS_NODE = from_table({"policy": {"requests": "allocated"}, "kubernetes": {"replicas": 4, "sharing": "mps"}}, "/x")
-MPS_SHARE = Allocation(ID, "nvidia.com/gpu", "nvidia", (U0,), (f"{U0}::0",), True, 100.0, 3700.0, "pod/main", "c1",
+MPS_SHARE = Allocation(id=ID, resource="nvidia.com/gpu", vendor="nvidia", gpus=(U0,), devices=(f"{U0}::0",),
+                       shared=True, created=100.0, expires=3700.0, claimed_by="pod/main", container="c1",
                        mps_threads=25)
 
 # (id, allocation, the pod's annotations, the setting the refusal names, the kind of share it names)
@@ -180,7 +183,8 @@ SHARE_ALLOWS = [
 @pytest.mark.parametrize(("alloc", "annotations"), [r[1:] for r in SHARE_ALLOWS], ids=[r[0] for r in SHARE_ALLOWS])
 def test_what_a_share_may_ask(alloc: Allocation, annotations: dict[str, str]) -> None:
     request = parse_request({A + "allocation": ID, **annotations}, {})
-    assert authorize(request, alloc, REPLICAS).selections == (Selection("nvidia", alloc.gpus, f"{A}allocation", ID),)
+    assert authorize(request, alloc, REPLICAS).selections == (Selection(vendor="nvidia", devices=alloc.gpus,
+                                                                        source=f"{A}allocation", raw=ID),)
 
 
 def test_a_shares_refusal_names_the_env_key_it_came_from_on_a_single_host() -> None:
@@ -195,16 +199,16 @@ def test_tuning_and_capabilities_kept_with_allocation() -> None:
     out = authorize(request, WHOLE, ALLOCATED)
     assert out.tuning == Tuning(power_limit=300, exclusive=True)
     assert out.capabilities == frozenset({"compute", "video"})
-    assert out.selections == (Selection("nvidia", (U0, U1), f"{A}allocation", ID),)
+    assert out.selections == (Selection(vendor="nvidia", devices=(U0, U1), source=f"{A}allocation", raw=ID),)
 
 
 def _claim(*devices: ClaimedDevice, name: str = "c") -> PreparedClaim:
-    return PreparedClaim(f"uid-{name}", "ns", name, devices)
+    return PreparedClaim(uid=f"uid-{name}", namespace="ns", name=name, devices=devices)
 
 
-NV0 = ClaimedDevice("gpu", "gpu-0", "nvidia", U0)
-NV1 = ClaimedDevice("other", "gpu-1", "nvidia", U1)
-AMD = ClaimedDevice("gpu", "amdgpu-128", "amd", "0000:80:00.0")
+NV0 = ClaimedDevice(request="gpu", device="gpu-0", vendor="nvidia", gpu=U0)
+NV1 = ClaimedDevice(request="other", device="gpu-1", vendor="nvidia", gpu=U1)
+AMD = ClaimedDevice(request="gpu", device="amdgpu-128", vendor="amd", gpu="0000:80:00.0")
 
 
 @pytest.mark.parametrize("config", [ANY, ALLOCATED], ids=["any", "allocated"])
@@ -217,7 +221,7 @@ def test_dra_claims_give_the_requests_the_container_presents_whatever_the_image_
 
 
 def test_a_claims_tuning_joins_the_pod_authors_and_must_agree_with_it() -> None:
-    tuned = ClaimedDevice("gpu", "gpu-0", "nvidia", U0, tuning=(("clocks", "1500"),))
+    tuned = ClaimedDevice(request="gpu", device="gpu-0", vendor="nvidia", gpu=U0, tuning=(("clocks", "1500"),))
     got = authorize(parse_request({A + "power-limit": "250"}, {}), None, ALLOCATED, ((_claim(tuned), ("gpu",)),))
     assert got.tuning.clocks == (1500, 1500) and got.tuning.power_limit == 250
     with pytest.raises(PolicyError, match="claim ns/c asks '1500' and the container's other claims or annotations"):
@@ -227,7 +231,8 @@ def test_a_claims_tuning_joins_the_pod_authors_and_must_agree_with_it() -> None:
 @pytest.mark.parametrize(("annotations", "alloc", "device", "says"), [
     ({A + "gpus": "0"}, None, NV0, "next to DRA claims (ns/c)"),
     ({}, WHOLE, NV0, "a device plugin allocation (nvidia.com/gpu) and DRA claims"),
-    ({A + "clocks": "1500"}, None, ClaimedDevice("gpu", "gpu-0", "nvidia", U0, admin=True), "adminAccess"),
+    ({A + "clocks": "1500"}, None, ClaimedDevice(request="gpu", device="gpu-0", vendor="nvidia", gpu=U0, admin=True),
+     "adminAccess"),
 ], ids=["own gpus", "an allocation too", "tuning an admin's view"])
 def test_what_cannot_stand_beside_a_claim(annotations: dict[str, str], alloc: Allocation | None,
                                           device: ClaimedDevice, says: str) -> None:
@@ -251,7 +256,7 @@ def test_an_allocation_shared_through_mps_makes_the_container_an_mps_client(aske
 
 
 def _tuned(*tuning: tuple[str, str], share: str = "") -> ClaimedDevice:
-    return ClaimedDevice("gpu", "gpu-0", "nvidia", U0, tuning=tuning, share=share)
+    return ClaimedDevice(request="gpu", device="gpu-0", vendor="nvidia", gpu=U0, tuning=tuning, share=share)
 
 
 # (id, the node's config, the claim's device, the pod's annotations, the setting the refusal names, the share)

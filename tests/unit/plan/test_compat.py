@@ -31,7 +31,7 @@ def _check(host: str, env: dict[str, str], annotations: dict[str, str] | None = 
     inventory = discover(Root(host))
     selected = select_all(parse_request(ann, env), inventory)
     cuda, nvml = needs(selected, env, ann)
-    facts = gather(Needs(image is not None, cuda, nvml, cuda_vendor=cuda_vendor(selected)), Root(host),
+    facts = gather(Needs(image=image is not None, cuda=cuda, nvml=nvml, cuda_vendor=cuda_vendor(selected)), Root(host),
                    inventory.vendors, image or "/nonexistent", Config(path="c"), ())
     return check(selected, env, ann, facts, policy)
 

@@ -12,16 +12,18 @@ from tests.unit.parsing import parse_request
 
 
 def _node(path: str, major: int, minor: int, mode: int = 0o666, gid: int = 0) -> DeviceNode:
-    return DeviceNode(path, "c", major, minor, mode, 0, gid)
+    return DeviceNode(path=path, kind="c", major=major, minor=minor, mode=mode, uid=0, gid=gid)
 
 
 NV = VendorInventory(
-    "nvidia", "550.54.15",
-    tuple(Gpu("nvidia", i, f"GPU-{i:08x}-0000-0000-0000-000000000000", f"0000:{0x10 + i:02x}:00.0", "H100",
-              (_node(f"/dev/nvidia{i}", 195, i),)) for i in range(2)),
-    (_node("/dev/nvidiactl", 195, 255), _node("/dev/nvidia-uvm", 509, 0), _node("/dev/nvidia-uvm-tools", 509, 1),
+    vendor="nvidia", driver_version="550.54.15",
+    gpus=tuple(Gpu(vendor="nvidia", index=i, uuid=f"GPU-{i:08x}-0000-0000-0000-000000000000",
+                   pci=f"0000:{0x10 + i:02x}:00.0", model="H100",
+              nodes=(_node(f"/dev/nvidia{i}", 195, i),)) for i in range(2)),
+    shared_nodes=(_node("/dev/nvidiactl", 195, 255), _node("/dev/nvidia-uvm", 509, 0), _node("/dev/nvidia-uvm-tools",
+                                                                                             509, 1),
      _node("/dev/nvidia-modeset", 195, 254)),
-    (DriverFile("compute", "lib", "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15",
+    files=(DriverFile("compute", "lib", "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15",
                 "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15"),
      DriverFile("utility", "lib", "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.15",
                 "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.15"),
@@ -29,11 +31,11 @@ NV = VendorInventory(
      DriverFile("graphics", "lib", "/usr/lib/nv/libEGL_nvidia.so.550.54.15", "/usr/lib/nv/libEGL_nvidia.so.550.54.15")),
 )
 AMD = VendorInventory(
-    "amd", None,
-    tuple(Gpu("amd", i, hex(0xA0 + i), f"0000:{0x80 + i:02x}:00.0", "gfx942",
-              (_node(f"/dev/dri/renderD{128 + i}", 226, 128 + i, 0o660, 109),
-               _node(f"/dev/dri/card{1 + i}", 226, 1 + i, 0o660, 44)), (), "gfx942") for i in range(2)),
-    (_node("/dev/kfd", 511, 0, 0o660, 109),),
+    vendor="amd", driver_version=None,
+    gpus=tuple(Gpu(vendor="amd", index=i, uuid=hex(0xA0 + i), pci=f"0000:{0x80 + i:02x}:00.0", model="gfx942",
+              nodes=(_node(f"/dev/dri/renderD{128 + i}", 226, 128 + i, 0o660, 109),
+               _node(f"/dev/dri/card{1 + i}", 226, 1 + i, 0o660, 44)), missing=(), arch="gfx942") for i in range(2)),
+    shared_nodes=(_node("/dev/kfd", 511, 0, 0o660, 109),),
 )
 
 
@@ -114,8 +116,9 @@ def test_errors(annotations: dict[str, str], inv: tuple[VendorInventory, ...], n
 
 
 def test_missing_node_is_an_error_naming_it() -> None:
-    gpu = Gpu("nvidia", 0, "GPU-00000000-0000-0000-0000-000000000000", "0000:10:00.0", "H100", (), ("/dev/nvidia0",))
-    inv = VendorInventory("nvidia", "1", (gpu,), ())
+    gpu = Gpu(vendor="nvidia", index=0, uuid="GPU-00000000-0000-0000-0000-000000000000", pci="0000:10:00.0",
+              model="H100", nodes=(), missing=("/dev/nvidia0",))
+    inv = VendorInventory(vendor="nvidia", driver_version="1", gpus=(gpu,), shared_nodes=())
     with pytest.raises(PlanError, match="no device node /dev/nvidia0"):
         _plan({"gpuhook.dev/gpus": "0"}, inv=(inv,))
 
@@ -127,7 +130,8 @@ FLAG = [  # Docker's --gpus, as the env dockerd sets: (host, env value, [policy]
     ("amd-only host: all", (AMD,), "all", True, ["/dev/dri/renderD128", "/dev/dri/card1", "/dev/dri/renderD129",
                                                  "/dev/dri/card2"]),
     ("amd-only host: a count", (AMD,), "0", True, ["/dev/dri/renderD128", "/dev/dri/card1"]),
-    ("amd-only host, nvidia driver without GPUs", (VendorInventory("nvidia", "550.54.15", (), ()), AMD), "1", True,
+    ("amd-only host, nvidia driver without GPUs", (VendorInventory(vendor="nvidia", driver_version="550.54.15", gpus=(),
+                                                                   shared_nodes=()), AMD), "1", True,
      ["/dev/dri/renderD129", "/dev/dri/card2"]),
     ("mixed host: nvidia", (NV, AMD), "1", True, ["/dev/nvidia1"]),
     ("amd-only host, policy off", (AMD,), "all", False,

@@ -14,26 +14,27 @@ from tests.unit.parsing import parse_request
 
 
 def _node(path: str, major: int, minor: int) -> DeviceNode:
-    return DeviceNode(path, "c", major, minor, 0o444, 0, 0)
+    return DeviceNode(path=path, kind="c", major=major, minor=minor, mode=0o444, uid=0, gid=0)
 
 
-GPU0 = Gpu("nvidia", 0, "GPU-00000000-0000-0000-0000-000000000000", "0000:10:00.0", "H100",
-           (_node("/dev/nvidia0", 195, 0),))
-GPU1 = Gpu("nvidia", 1, "GPU-00000001-0000-0000-0000-000000000000", "0000:11:00.0", "H100",
-           (_node("/dev/nvidia1", 195, 1),))
+GPU0 = Gpu(vendor="nvidia", index=0, uuid="GPU-00000000-0000-0000-0000-000000000000", pci="0000:10:00.0", model="H100",
+           nodes=(_node("/dev/nvidia0", 195, 0),))
+GPU1 = Gpu(vendor="nvidia", index=1, uuid="GPU-00000001-0000-0000-0000-000000000000", pci="0000:11:00.0", model="H100",
+           nodes=(_node("/dev/nvidia1", 195, 1),))
 
 
 def _mig(mig: int, gi: int, uuid: str = "") -> Gpu:
     gi_minor, ci_minor = 3 + gi * 9, 4 + gi * 9
     nodes = (GPU0.nodes[0], _node(f"/dev/nvidia-caps/nvidia-cap{gi_minor}", 237, gi_minor),
              _node(f"/dev/nvidia-caps/nvidia-cap{ci_minor}", 237, ci_minor))
-    return Gpu("nvidia", 0, uuid, GPU0.pci, "H100", nodes, parent=GPU0.uuid, slice=f"0:{mig}",
+    return Gpu(vendor="nvidia", index=0, uuid=uuid, pci=GPU0.pci, model="H100", nodes=nodes, parent=GPU0.uuid,
+               slice=f"0:{mig}",
                profile="1g.10gb" if uuid else "", place=f"gi{gi}/ci0")
 
 
 MIGS = (_mig(0, 1, "MIG-00000000-0000-4000-8000-c0ffee000000"), _mig(1, 2, "MIG-00000000-0001-4000-8000-c0ffee000001"))
-NV = VendorInventory("nvidia", "550.54.15", (GPU0, GPU1),
-                     (_node("/dev/nvidiactl", 195, 255), _node("/dev/nvidia-uvm", 509, 0)), slices=MIGS)
+NV = VendorInventory(vendor="nvidia", driver_version="550.54.15", gpus=(GPU0, GPU1),
+                     shared_nodes=(_node("/dev/nvidiactl", 195, 255), _node("/dev/nvidia-uvm", 509, 0)), slices=MIGS)
 HOST = Inventory("/", (NV,))
 
 
@@ -77,9 +78,11 @@ def test_an_unknown_mig_device_names_the_slices(ask: str) -> None:
 
 
 def test_a_missing_caps_node_is_refused() -> None:
-    broken = Gpu("nvidia", 0, "", GPU0.pci, "H100", (GPU0.nodes[0],), ("/dev/nvidia-caps/nvidia-cap12",),
+    broken = Gpu(vendor="nvidia", index=0, uuid="", pci=GPU0.pci, model="H100", nodes=(GPU0.nodes[0],),
+                 missing=("/dev/nvidia-caps/nvidia-cap12",),
                  parent=GPU0.uuid, slice="0:0", place="gi1/ci0")
-    inv = Inventory("/", (VendorInventory("nvidia", "550.54.15", (GPU0,), (), slices=(broken,)),))
+    inv = Inventory("/", (VendorInventory(vendor="nvidia", driver_version="550.54.15", gpus=(GPU0,), shared_nodes=(),
+                                          slices=(broken,)),))
     with pytest.raises(PlanError, match="no device node /dev/nvidia-caps/nvidia-cap12"):
         plan_edits(parse_request({"gpuhook.dev/gpus": "0:0"}, {}), inv)
 

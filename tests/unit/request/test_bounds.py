@@ -62,8 +62,9 @@ def test_a_long_cuda_version_is_not_a_requirement() -> None:
 
 
 def test_an_index_past_the_host_names_the_hosts_count() -> None:
-    gpus = tuple(Gpu("nvidia", i, f"GPU-{i}", f"0000:1{i}:00.0", "H100", ()) for i in range(2))
-    inventory = Inventory("/", (VendorInventory("nvidia", "550", gpus, ()),))
+    gpus = tuple(Gpu(vendor="nvidia", index=i, uuid=f"GPU-{i}", pci=f"0000:1{i}:00.0", model="H100",
+                     nodes=()) for i in range(2))
+    inventory = Inventory("/", (VendorInventory(vendor="nvidia", driver_version="550", gpus=gpus, shared_nodes=()),))
     with pytest.raises(PlanError, match=r"no NVIDIA GPU 2 on this host \(2 NVIDIA GPUs\)"):
         select_all(parse_request({A + "gpus": "0-7"}, {}), inventory)
 

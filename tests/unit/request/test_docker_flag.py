@@ -14,13 +14,16 @@ UUID = "GPU-0000000a-1111-2222-3333-444455556666"
 
 # (what the user typed, the env dockerd appended, the selection gpuhook reads)
 FORMS = [
-    ("--gpus all", {"NVIDIA_VISIBLE_DEVICES": "all"}, Selection("nvidia", None, "--gpus", "all", any_vendor=True)),
-    ("--gpus 2", {"NVIDIA_VISIBLE_DEVICES": "0,1"}, Selection("nvidia", ("0", "1"), "--gpus", "0,1", any_vendor=True)),
-    ("--gpus device=1", {"NVIDIA_VISIBLE_DEVICES": "1"}, Selection("nvidia", ("1",), "--gpus", "1", any_vendor=True)),
+    ("--gpus all", {"NVIDIA_VISIBLE_DEVICES": "all"}, Selection(vendor="nvidia", devices=None, source="--gpus",
+                                                                raw="all", any_vendor=True)),
+    ("--gpus 2", {"NVIDIA_VISIBLE_DEVICES": "0,1"}, Selection(vendor="nvidia", devices=("0", "1"), source="--gpus",
+                                                              raw="0,1", any_vendor=True)),
+    ("--gpus device=1", {"NVIDIA_VISIBLE_DEVICES": "1"}, Selection(vendor="nvidia", devices=("1",), source="--gpus",
+                                                                   raw="1", any_vendor=True)),
     ("--gpus '\"device=0,1\"'", {"NVIDIA_VISIBLE_DEVICES": "0,1"},
-     Selection("nvidia", ("0", "1"), "--gpus", "0,1", any_vendor=True)),
+     Selection(vendor="nvidia", devices=("0", "1"), source="--gpus", raw="0,1", any_vendor=True)),
     ("--gpus device=UUID", {"NVIDIA_VISIBLE_DEVICES": UUID.upper().replace("GPU", "GPU")},
-     Selection("nvidia", (UUID,), "--gpus", UUID.upper(), any_vendor=True)),
+     Selection(vendor="nvidia", devices=(UUID,), source="--gpus", raw=UUID.upper(), any_vendor=True)),
     ("--gpus 0 (Docker >= 25)", {"NVIDIA_VISIBLE_DEVICES": "void"}, None),
     ("--gpus 0 (Docker 20.10: no env)", {}, None),
     # a CUDA image's own value comes first in process.env; dockerd appends the flag's, and the last one wins
@@ -38,19 +41,22 @@ def test_the_flag_counts_even_where_env_requests_do_not() -> None:
     env = {"NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "compute,utility,video",
            "AMD_VISIBLE_DEVICES": "0"}
     request = parse_request({}, env, accept_env=False, flag="nvidia")
-    assert request.selections == (Selection("nvidia", None, "--gpus", "all", any_vendor=True),)
+    assert request.selections == (Selection(vendor="nvidia", devices=None, source="--gpus", raw="all",
+                                            any_vendor=True),)
     assert request.capabilities == {"compute", "utility", "video"}  # --gpus all,capabilities=compute,utility,video
     assert parse_request({}, env, accept_env=False).selections == ()  # no hook: only the image's env
 
 
 def test_without_the_hook_the_env_is_the_images() -> None:
     assert parse_request({}, {"NVIDIA_VISIBLE_DEVICES": "all"}).selections == (
-        Selection("nvidia", None, "NVIDIA_VISIBLE_DEVICES", "all"),)
+        Selection(vendor="nvidia", devices=None, source="NVIDIA_VISIBLE_DEVICES", raw="all"),)
 
 
 @pytest.mark.parametrize(("annotations", "any_vendor", "selection"), [
-    ({}, False, Selection("nvidia", None, "--gpus", "all")),  # the policy off: NVIDIA only, as Docker always meant
-    ({"gpuhook.dev/vendor": "amd"}, True, Selection("amd", None, "--gpus", "all")),  # a mixed host: say which
+    ({}, False, Selection(vendor="nvidia", devices=None, source="--gpus",
+                          raw="all")),  # the policy off: NVIDIA only, as Docker always meant
+    ({"gpuhook.dev/vendor": "amd"}, True, Selection(vendor="amd", devices=None, source="--gpus",
+                                                    raw="all")),  # a mixed host: say which
 ], ids=["policy-off", "vendor-annotation"])
 def test_vendor_of_the_flag(annotations: dict[str, str], any_vendor: bool, selection: Selection) -> None:
     request = parse_request(annotations, {"NVIDIA_VISIBLE_DEVICES": "all"}, flag="nvidia", any_vendor=any_vendor)
@@ -81,7 +87,8 @@ def test_the_hook_marks_the_flag(hooks: object, vendor: str | None) -> None:
 def test_the_flag_bounds_what_an_images_env_adds(image_env: dict[str, str], accept_env: bool) -> None:
     """`--gpus device=1` with an image carrying another vendor's env key: GPU 1 only, never that vendor's GPUs too."""
     request = parse_request({}, {**image_env, "NVIDIA_VISIBLE_DEVICES": "1"}, accept_env=accept_env, flag="nvidia")
-    assert request.selections == (Selection("nvidia", ("1",), "--gpus", "1", any_vendor=True),)
+    assert request.selections == (Selection(vendor="nvidia", devices=("1",), source="--gpus", raw="1",
+                                            any_vendor=True),)
 
 
 def test_an_annotation_bounds_what_env_adds() -> None:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
@@ -115,17 +114,3 @@ def test_a_vendors_table_maps_in_its_order_and_refuses_what_it_lacks() -> None:
         Tuning(power_limit=300).settings(table, {}, "GPU 0 is Toy")
     with pytest.raises(RequestError, match=r"^gpuhook.dev/compute-mode='default' is theirs but GPU 0 is Toy: ask"):
         Tuning(compute_mode="default").settings(table, {"compute-mode": ("theirs", "ask")}, "GPU 0 is Toy")
-
-
-def test_records_of_more_than_four_fields_are_built_with_keywords_only() -> None:
-    """Knob, Bound, Tuning and TuningPolicy are built with keywords (Knob(key=..., ...)), never positionally."""
-    wide = {"Knob", "Bound", "Tuning", "TuningPolicy"}
-    positional = []
-    for path in [*(ROOT / "hook/gpuhook").rglob("*.py"), *(ROOT / "tests").rglob("*.py")]:
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Call) and node.args:
-                called = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
-                if called in wide:
-                    positional.append(f"{path.relative_to(ROOT)}:{node.lineno}")
-    assert positional == []
-

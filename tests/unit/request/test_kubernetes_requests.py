@@ -28,10 +28,12 @@ def test_allocation_id(raw: str, parsed: str) -> None:
 
 def test_allocation_kept_next_to_env_and_gpus() -> None:
     request = parse_request({A + "allocation": ID, A + "gpus": "0"}, {"NVIDIA_VISIBLE_DEVICES": "all"})
-    assert (request.allocation, request.selections) == (ID, (Selection(None, ("0",), A + "gpus", "0"),))
+    assert (request.allocation, request.selections) == (ID, (Selection(vendor=None, devices=("0",), source=A + "gpus",
+                                                                       raw="0"),))
     request = parse_request({A + "allocation": ID}, {"NVIDIA_VISIBLE_DEVICES": "all"})
-    assert (request.allocation, request.selections) == (ID, (Selection("nvidia", None, "NVIDIA_VISIBLE_DEVICES",
-                                                                         "all"),))
+    assert (request.allocation, request.selections) == (ID, (Selection(vendor="nvidia", devices=None,
+                                                                       source="NVIDIA_VISIBLE_DEVICES",
+                                                                         raw="all"),))
 
 
 def test_no_allocation_by_default() -> None:
@@ -77,7 +79,8 @@ COUNTS = [
 @pytest.mark.parametrize(("raw", "vendor", "n"), [c[1:] for c in COUNTS], ids=[c[0] for c in COUNTS])
 def test_count(raw: str, vendor: str | None, n: int) -> None:
     annotations = {A + "gpus": raw} | ({A + "vendor": vendor} if vendor else {})
-    assert parse_request(annotations, {}).selections == (Selection(vendor, None, A + "gpus", raw, n),)
+    assert parse_request(annotations, {}).selections == (Selection(vendor=vendor, devices=None, source=A + "gpus",
+                                                                   raw=raw, count=n),)
 
 
 BAD_COUNTS = ["count:0", "count:65", "count:100", "count:", "count:-1", "count:1.5", "count:two", "count:²",

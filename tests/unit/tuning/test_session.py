@@ -52,8 +52,13 @@ def test_bad_values_name_key_and_value(key: str, value: str) -> None:
     assert f"gpuhook.dev/{key}={value!r}" in str(info.value)
 
 
-NV = VendorInventory("nvidia", "550", (Gpu("nvidia", 0, "GPU-a", "0000:10:00.0", "H100", ()),), ())
-AMD = VendorInventory("amd", None, (Gpu("amd", 0, "0x1", "0000:80:00.0", "gfx942", (), (), "gfx942", "/sys/x"),), ())
+NV = VendorInventory(vendor="nvidia", driver_version="550", gpus=(Gpu(vendor="nvidia", index=0, uuid="GPU-a",
+                                                                      pci="0000:10:00.0", model="H100", nodes=()),),
+                     shared_nodes=())
+AMD = VendorInventory(vendor="amd", driver_version=None, gpus=(Gpu(vendor="amd", index=0, uuid="0x1",
+                                                                   pci="0000:80:00.0", model="gfx942", nodes=(),
+                                                                   missing=(), arch="gfx942", sysfs="/sys/x"),),
+                      shared_nodes=())
 
 
 def test_settings_per_vendor() -> None:
@@ -110,7 +115,7 @@ def _clock(host: str, index: int, value: str) -> Setting:
     inv = discover(Root(host)).vendor("nvidia")
     assert inv is not None
     g = inv.gpus[index]
-    return Setting("nvidia", g.uuid, g.index, g.pci, g.uuid, "clocks", value)
+    return Setting(vendor="nvidia", gpu=g.uuid, index=g.index, pci=g.pci, device=g.uuid, name="clocks", value=value)
 
 
 def test_join_conflict_and_last_holder_restores(fake_host: FakeHost, tmp_path: Path) -> None:
@@ -233,7 +238,8 @@ def test_sysfs_writes_go_where_discovery_says_never_where_the_ledger_says(fake_h
     host = fake_host(amd=1, amdsmi=False)
     dev = Path(host) / "sys/devices/pci0000:00/0000:80:00.0"
     (Path(host) / "etc/power_dpm_force_performance_level").parent.mkdir(parents=True, exist_ok=True)
-    forged = Setting("amd", "0x5a1e000000000000", 0, "0000:80:00.0", "/etc", "perf_level", "high")
+    forged = Setting(vendor="amd", gpu="0x5a1e000000000000", index=0, pci="0000:80:00.0", device="/etc",
+                     name="perf_level", value="high")
     SysfsBackend(Root(host), amd.discover).set(forged, "high")
     assert (dev / "power_dpm_force_performance_level").read_text().strip() == "high"
     assert not (Path(host) / "etc/power_dpm_force_performance_level").exists()
@@ -245,7 +251,8 @@ def test_sysfs_writes_go_where_discovery_says_never_where_the_ledger_says(fake_h
     assert not (Path(host) / "victim").exists()
     with pytest.raises(TuningError, match="not among the host's AMD GPUs"):
         SysfsBackend(Root(host), amd.discover).set(
-            Setting("amd", "x", 0, "0000:99:00.0", str(dev), "perf_level", "high"), "high")
+            Setting(vendor="amd", gpu="x", index=0, pci="0000:99:00.0", device=str(dev), name="perf_level",
+                    value="high"), "high")
 
 
 def test_the_same_id_under_two_engines_is_two_containers(fake_host: FakeHost, tmp_path: Path) -> None:
@@ -276,7 +283,8 @@ def test_a_power_cap_beyond_the_gpus_maximum_is_refused_not_written(fake_host: F
 
     host = fake_host(amd=1, amdsmi=False)
     cap = Path(host) / "sys/devices/pci0000:00/0000:80:00.0/hwmon/hwmon0/power1_cap"
-    s = Setting("amd", "0x5a1e000000000000", 0, "0000:80:00.0", "", "power_cap", "900000000")
+    s = Setting(vendor="amd", gpu="0x5a1e000000000000", index=0, pci="0000:80:00.0", device="", name="power_cap",
+                value="900000000")
     with pytest.raises(TuningError, match="at most 750 W"):
         SysfsBackend(Root(host), amd.discover).set(s, "900000000")
     assert cap.read_text().strip() == "300000000"
@@ -285,6 +293,6 @@ def test_a_power_cap_beyond_the_gpus_maximum_is_refused_not_written(fake_host: F
 def test_a_power_limit_outside_the_boards_range_is_refused_not_sent(fake_host: FakeHost) -> None:
     host = fake_host(nvidia=1)
     g = discover(Root(host)).vendor("nvidia").gpus[0]  # type: ignore[union-attr]
-    s = Setting("nvidia", g.uuid, 0, g.pci, g.uuid, "power_limit", "900000")
+    s = Setting(vendor="nvidia", gpu=g.uuid, index=0, pci=g.pci, device=g.uuid, name="power_limit", value="900000")
     with BackendSet(Root(host), "/nonexistent") as b, pytest.raises(TuningError, match="100-700 W: 900 W refused"):
         b("nvidia").set(s, "900000")

@@ -67,6 +67,7 @@ def test_the_device_plugin_names_a_partition_by_its_rocm_index_and_the_runtime_f
     from gpuhook.plan.select import select
     from gpuhook.vendors.registry import all_vendors
 
-    sel = Selection("amd", (devices[2].gpu,), "gpuhook.dev/allocation", "x")  # as authority.authorize builds it
+    sel = Selection(vendor="amd", devices=(devices[2].gpu,), source="gpuhook.dev/allocation",
+                    raw="x")  # as authority.authorize builds it
     _, gpus = select(sel, inv, {v.NAME: v for v in all_vendors()})
     assert [g.index for g in gpus] == [2]

@@ -54,8 +54,9 @@ class Toy:
         for i, name in enumerate(names):
             node = read_node(root, f"/dev/{name}")
             uuid = root.read_text(f"/sys/class/toy/{name}/uuid").strip()
-            gpus.append(Gpu(self.NAME, i, uuid, f"0000:{0x40 + i:02x}:00.0", "Toy 1", (node,) if node else ()))
-        return VendorInventory(self.NAME, "1.0", tuple(gpus), ())
+            gpus.append(Gpu(vendor=self.NAME, index=i, uuid=uuid, pci=f"0000:{0x40 + i:02x}:00.0", model="Toy 1",
+                            nodes=(node,) if node else ()))
+        return VendorInventory(vendor=self.NAME, driver_version="1.0", gpus=tuple(gpus), shared_nodes=())
 
     def identify(self, root: Root, inv: VendorInventory, idents: Sequence[str] | None) -> VendorInventory:
         return inv
@@ -312,8 +313,8 @@ def test_a_vendor_without_parts_gets_the_defaults(tmp_path: Path) -> None:
 
     registry.register(Bare())  # type: ignore[arg-type]
     try:
-        gpu = Gpu("bare", 0, "BARE-0", "0000:40:00.0", "Bare 1", ())
-        inv = VendorInventory("bare", "1.0", (gpu,), ())
+        gpu = Gpu(vendor="bare", index=0, uuid="BARE-0", pci="0000:40:00.0", model="Bare 1", nodes=())
+        inv = VendorInventory(vendor="bare", driver_version="1.0", gpus=(gpu,), shared_nodes=())
         with pytest.raises(RequestError, match=r"Bare GPU 0 takes no gpuhook\.dev/ tuning"):
             registry.tuning("bare").settings(Tuning(clocks=(900, 900)), gpu)
         assert registry.tuning("bare").settings(Tuning(exclusive=True), gpu) == ()

@@ -75,11 +75,12 @@ def advertise(inv: VendorInventory | None, replicas: int, numa: Mapping[str, int
         # a MIG device by its UUID or index form; a partition that is a GPU of its own by its index (ROCm's)
         name = ("" if not gpu.parent else (gpu.uuid or gpu.slice) if gpu in slices else str(gpu.index))
         for share in _share_ids(key, replicas):
-            out[share] = Device(share, key, gpu.index, numa.get(gpu.pci, -1), not why, why, name)
+            out[share] = Device(id=share, gpu=key, index=gpu.index, numa=numa.get(gpu.pci, -1), healthy=not why,
+                                why=why, name=name)
     gone = vanished(inv is not None)
     for old in known:
         if old.id not in out:
-            out[old.id] = Device(old.id, old.gpu, old.index, old.numa, False, gone)
+            out[old.id] = Device(id=old.id, gpu=old.gpu, index=old.index, numa=old.numa, healthy=False, why=gone)
     return tuple(sorted(out.values(), key=lambda d: (d.index, d.id)))
 
 

@@ -123,8 +123,8 @@ class ResourcePlugin(deviceplugin_pb2_grpc.DevicePluginServicer):
         secret = os.urandom(16).hex()  # the kernel's CSPRNG, as secrets uses (which would load random and hashlib)
         mps_shared = k8s.replicas > 1 and k8s.sharing == "mps" and "mps" in kube_part(self.vendor.NAME).SHARING
         mps = 100 // k8s.replicas if mps_shared else 0
-        alloc = Allocation(secret, self.resource, self.vendor.NAME, gpus, ids,
-                           k8s.replicas > 1, now, now + k8s.allocation_ttl, mps_threads=mps)
+        alloc = Allocation(id=secret, resource=self.resource, vendor=self.vendor.NAME, gpus=gpus, devices=ids,
+                           shared=k8s.replicas > 1, created=now, expires=now + k8s.allocation_ttl, mps_threads=mps)
         state_dir = self._config.state_dir
         allocations.save(state_dir, alloc)
         for old in allocations.supersede(state_dir, ids, keep=alloc.id):

@@ -74,8 +74,9 @@ class Preparer:
         chart mounts them at the node's paths)."""
         self._config, self._api, self._driver, self._node = config, api, driver, node
         self._cdi_dir, self._checkpoint, self._node_root = cdi_dir, checkpoint, node_root
-        self._ctx = CdiContext(on_node(config.host_root, node_root), gpuhook_bin, config.path, config.hook_timeout,
-                               helper, config.ldconfig, config.state_dir)
+        self._ctx = CdiContext(host_base=on_node(config.host_root, node_root), gpuhook_bin=gpuhook_bin,
+                               config_path=config.path, hook_timeout=config.hook_timeout,
+                               helper=helper, ldconfig=config.ldconfig, state_dir=config.state_dir)
         self._hook_bin = hook_bin
 
     def prepare(self, namespace: str, uid: str, name: str, devices: Mapping[str, DraDevice],
@@ -155,12 +156,14 @@ class Preparer:
             admin = bool(r.get("adminAccess"))
             keys = tuple(sorted(self._shared(tuning.get(request, {}), d, admin).items()))
             share = str(r.get("shareID") or "")
-            claimed = ClaimedDevice(request, d.name, d.gpu.vendor, d.gpu.key(), admin, keys, share)
+            claimed = ClaimedDevice(request=request, device=d.name, vendor=d.gpu.vendor, gpu=d.gpu.key(), admin=admin,
+                                    tuning=keys, share=share)
             if keys:
                 self._check_tuning(namespace, name, claimed, d, inventory)
             out.append(claimed)
         pods = tuple(str(c.get("uid")) for c in status.get("reservedFor") or [] if c.get("resource") == "pods")
-        return PreparedClaim(uid, namespace, name, tuple(out), pods, time.time())
+        return PreparedClaim(uid=uid, namespace=namespace, name=name, devices=tuple(out), pods=pods,
+                             prepared=time.time())
 
     def _shared(self, keys: dict[str, str], d: DraDevice, admin: bool) -> dict[str, str]:
         """A request's tuning keys, made an MPS client's where the node shares its vendor's GPUs through MPS
@@ -227,11 +230,13 @@ class Preparer:
                           additional_gids=plan.additional_gids)
             if c.request not in first:  # the request's hooks, once: the kubelet gives a container whole requests
                 first.add(c.request)
-                hooks = (Hook("prestart", self._hook_bin, (os.path.basename(self._hook_bin), "hook", "prestart",
-                                                           *marker_args(record.uid, c.request)), tuple(env),
-                              self._config.hook_timeout),
-                         Hook("poststop", self._hook_bin, (os.path.basename(self._hook_bin), "hook", "poststop"),
-                              tuple(env), self._config.hook_timeout))
+                hooks = (Hook(stage="prestart", path=self._hook_bin, args=(os.path.basename(self._hook_bin), "hook",
+                                                                           "prestart",
+                                                           *marker_args(record.uid, c.request)), env=tuple(env),
+                              timeout=self._config.hook_timeout),
+                         Hook(stage="poststop", path=self._hook_bin, args=(os.path.basename(self._hook_bin), "hook",
+                                                                           "poststop"),
+                              env=tuple(env), timeout=self._config.hook_timeout))
                 edits = merge([edits, Edits(hooks=(*plan.hooks, *hooks), ldcache_dirs=plan.ldcache_dirs)])
             entries.append({"name": f"{record.uid}-{c.device}", "containerEdits": to_cdi(edits, self._ctx)})
         spec: dict[str, Any] = {"cdiVersion": "", "kind": CDI_KIND, "devices": entries}

@@ -46,7 +46,8 @@ def dra_devices(inv: VendorInventory, root: Root) -> tuple[DraDevice, ...]:
             if p.get("simd_per_cu"):
                 capacity.append(("computeUnits", p["simd_count"] // p["simd_per_cu"]))
         device = f"amdgpu-{_render(g)}" if _render(g) >= 0 else f"amdgpu-index-{g.index}"
-        out.append(DraDevice(device, g, kind, DOMAIN, (*attrs, *common), ("driverVersion",), tuple(capacity),
+        out.append(DraDevice(name=device, gpu=g, kind=kind, domain=DOMAIN, attributes=(*attrs, *common),
+                             versions=("driverVersion",), capacity=tuple(capacity),
                              numa_in_domain=True))
     return tuple(out)
 

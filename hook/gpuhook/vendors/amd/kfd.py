@@ -90,8 +90,9 @@ def _gpu(root: Root, vendor: str, index: int, node_id: str, props: dict[str, int
     missing = tuple(p for p in wanted if not any(n.path == p for n in found))
     target = props.get("gfx_target_version", 0)
     sysfs = root.to_host(os.path.dirname(drm_dir)) if drm_dir else ""  # the PCI device, parent of its drm/
-    return Gpu(vendor, index, hex(unique) if unique else "", pci, model, tuple(found), missing,
-               gfx_target(target) if target else "", sysfs), part
+    return Gpu(vendor=vendor, index=index, uuid=hex(unique) if unique else "", pci=pci, model=model, nodes=tuple(found),
+               missing=missing,
+               arch=gfx_target(target) if target else "", sysfs=sysfs), part
 
 
 def _drm_dir(root: Root, render: str) -> str:

@@ -51,7 +51,8 @@ def discover(root: Root) -> VendorInventory | None:
         version = root.read_text("/sys/module/amdgpu/version").strip() or None
     kfd = read_node(root, KFD)
     notes = () if kfd else (f"{KFD} is missing",)
-    return VendorInventory(NAME, version, tuple(gpus), (kfd,) if kfd else (), (), notes)
+    return VendorInventory(vendor=NAME, driver_version=version, gpus=tuple(gpus), shared_nodes=(kfd,) if kfd else (),
+                           files=(), notes=notes)
 
 
 def parse_id(item: str) -> str | None:

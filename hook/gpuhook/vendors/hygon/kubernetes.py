@@ -67,7 +67,8 @@ def dra_devices(inv: VendorInventory, root: Root) -> tuple[DraDevice, ...]:
             capacity.append(("computeUnits", int(f["cu-count"])))
         render = next((n.minor for n in g.nodes if n.path.startswith("/dev/dri/renderD")), -1)
         name = f"dcu-{render}" if render >= 0 else f"dcu-index-{g.index}"
-        out.append(DraDevice(name, g, "gpu", "", tuple(attrs), ("driverVersion",), tuple(capacity)))
+        out.append(DraDevice(name=name, gpu=g, kind="gpu", domain="", attributes=tuple(attrs),
+                             versions=("driverVersion",), capacity=tuple(capacity)))
     return tuple(out)
 
 

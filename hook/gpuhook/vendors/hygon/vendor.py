@@ -70,7 +70,8 @@ def discover(root: Root) -> VendorInventory | None:
         files = (DriverFile("hal", "dir", root.to_host(root.resolve(HAL)), HAL),)
     else:
         notes += (f"{HAL} (hy-smi, the driver's HAL) is missing: containers that call hy-smi or rocm-smi fail",)
-    return VendorInventory(NAME, version, tuple(gpus), shared, files, notes)
+    return VendorInventory(vendor=NAME, driver_version=version, gpus=tuple(gpus), shared_nodes=shared, files=files,
+                           notes=notes)
 
 
 def plan(inv: VendorInventory, gpus: Sequence[Gpu], capabilities: frozenset[str], host_base: str) -> Edits:

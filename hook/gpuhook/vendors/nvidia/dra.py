@@ -41,8 +41,10 @@ def dra_devices(inv: VendorInventory, root: Root) -> tuple[DraDevice, ...]:
         if g.key() in parents:
             continue  # in MIG mode: its MIG devices are what can be given
         attrs, memory = _gpu_attributes(g, facts.get(g.uuid))
-        out.append(DraDevice(f"gpu-{_minor(g)}", g, "gpu", DOMAIN, (("type", "gpu"), *attrs, *common), versions,
-                             (("memory", memory),) if memory else ()))
+        out.append(DraDevice(name=f"gpu-{_minor(g)}", gpu=g, kind="gpu", domain=DOMAIN, attributes=(("type", "gpu"),
+                                                                                                    *attrs, *common),
+                             versions=versions,
+                             capacity=(("memory", memory),) if memory else ()))
     for s in inv.slices:
         parent = by_key.get(s.parent)
         attrs, _ = _gpu_attributes(parent, facts.get(s.parent)) if parent else ([], 0)
@@ -51,8 +53,9 @@ def dra_devices(inv: VendorInventory, root: Root) -> tuple[DraDevice, ...]:
         own = [("type", "mig"), *(("uuid", s.uuid),) * bool(s.uuid), ("parentUUID", s.parent),
                *(("profile", s.profile),) * bool(s.profile)]
         name = f"gpu-{_minor(parent or s)}-mig-{_label(s.profile) or 'unknown'}-{gi}-{ci}"
-        out.append(DraDevice(name, s, "mig", DOMAIN, (*own, *[a for a in attrs if a[0] != "uuid"], *common),
-                             versions, (("memory", mib * _MIB),) if mib else ()))
+        out.append(DraDevice(name=name, gpu=s, kind="mig", domain=DOMAIN,
+                             attributes=(*own, *[a for a in attrs if a[0] != "uuid"], *common),
+                             versions=versions, capacity=(("memory", mib * _MIB),) if mib else ()))
     return tuple(out)
 
 

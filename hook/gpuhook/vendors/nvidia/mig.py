@@ -89,7 +89,8 @@ def discover(root: Root, gpus: Sequence[Gpu]) -> tuple[tuple[Gpu, ...], tuple[st
                     missing.append(found)
                 else:
                     nodes.append(found)
-            out.append(Gpu(gpu.vendor, gpu.index, "", gpu.pci, gpu.model, tuple(nodes), tuple(missing),
+            out.append(Gpu(vendor=gpu.vendor, index=gpu.index, uuid="", pci=gpu.pci, model=gpu.model,
+                           nodes=tuple(nodes), missing=tuple(missing),
                            parent=gpu.uuid or gpu.pci, slice=f"{gpu.index}:{mig}", place=f"gi{gi}/ci{ci}"))
         if pairs and major is None:
             notes.append("MIG devices found but /proc/devices has no nvidia-caps major")

@@ -48,11 +48,12 @@ def discover(root: Root) -> VendorInventory | None:
         minor = info.get("Device Minor", "")
         path = f"/dev/nvidia{minor}"
         node = read_node(root, path) if minor.isdigit() else None
-        gpus.append(Gpu(NAME, index, info.get("GPU UUID", ""), info["Bus Location"],
-                        info.get("Model", ""), (node,) if node else (), () if node else (path,)))
+        gpus.append(Gpu(vendor=NAME, index=index, uuid=info.get("GPU UUID", ""), pci=info["Bus Location"],
+                        model=info.get("Model", ""), nodes=(node,) if node else (), missing=() if node else (path,)))
     shared = tuple(n for p in (*CONTROL_NODES, MODESET_NODE) if (n := read_node(root, p)))
     slices, notes = nvidia_mig.discover(root, gpus)
-    return VendorInventory(NAME, version, tuple(gpus), shared, driver_files(root, version), notes, slices)
+    return VendorInventory(vendor=NAME, driver_version=version, gpus=tuple(gpus), shared_nodes=shared,
+                           files=driver_files(root, version), notes=notes, slices=slices)
 
 
 def refresh() -> None:
