@@ -37,7 +37,21 @@ else:
 
     def _init(self, *args, **kwargs):
         fields = self._fields
-        if args and len(fields) > KEYWORDS_ONLY_ABOVE:
+        if args:
+            _positional(self, fields, args, kwargs)
+            return
+        names = self._names
+        for name, value in kwargs.items():
+            if name not in names:
+                raise TypeError(f"{type(self).__name__}() got an unexpected argument {name!r}")
+            object.__setattr__(self, name, value)
+        if len(kwargs) < len(fields):
+            for name in fields:
+                if name not in kwargs:
+                    _default(self, name)
+
+    def _positional(self, fields, args, kwargs):
+        if len(fields) > KEYWORDS_ONLY_ABOVE:
             raise TypeError(f"{type(self).__name__}() has {len(fields)} fields: build it with keywords "
                             f"({fields[0]}=..., ...), as every record of more than {KEYWORDS_ONLY_ABOVE} fields is")
         if len(args) > len(fields):
@@ -50,10 +64,13 @@ else:
             object.__setattr__(self, name, value)
         for name in fields[len(args):]:
             if name not in kwargs:
-                default = self._defaults.get(name, _MISSING)
-                if default is _MISSING:
-                    raise TypeError(f"{type(self).__name__}() is missing the argument {name!r}")
-                object.__setattr__(self, name, default)
+                _default(self, name)
+
+    def _default(self, name):
+        default = self._defaults.get(name, _MISSING)
+        if default is _MISSING:
+            raise TypeError(f"{type(self).__name__}() is missing the argument {name!r}")
+        object.__setattr__(self, name, default)
 
     def _values(self):
         return tuple(object.__getattribute__(self, name) for name in self._fields)
@@ -88,6 +105,7 @@ else:
         ns.update(_METHODS)
         ns["__slots__"] = fields
         ns["_fields"] = fields
+        ns["_names"] = frozenset(fields)  # a keyword's check, in one step
         ns["_defaults"] = {f: cls.__dict__[f] for f in fields if f in cls.__dict__}
         ns["__match_args__"] = fields
         new = type(cls)(cls.__name__, cls.__bases__, ns)
