@@ -72,8 +72,7 @@ def _read(path: str) -> PreparedClaim | None:
                                       share=str(d.get("share", "")))
                         for d in raw["devices"])
         return PreparedClaim(uid=str(raw["uid"]), namespace=str(raw["namespace"]), name=str(raw["name"]),
-                             devices=devices,
-                             pods=tuple(str(p) for p in raw.get("pods") or ()), prepared=float(raw.get("prepared",
-                                                                                                       0.0)))
+                             devices=devices, pods=tuple(str(p) for p in raw.get("pods") or ()),
+                             prepared=float(raw.get("prepared", 0.0)))
     except (OSError, ValueError, KeyError, TypeError, AttributeError):  # fastjson bounds its depth
         return None

@@ -87,8 +87,8 @@ def survey(request: Request, inventory: Inventory, spec: Spec, config: Config) -
 
         cuda, nvml = compat.needs(selected, env, annotations)
         cuda_vendor = compat.cuda_vendor(selected) if cuda or nvml else ""
-    return Needs(image=checks, cuda=cuda, nvml=nvml, rocm_trees=checks and _host_rocm_wanted(request, config,
-                                                                                             by_vendor) is not None,
+    rocm_trees = checks and _host_rocm_wanted(request, config, by_vendor) is not None
+    return Needs(image=checks, cuda=cuda, nvml=nvml, rocm_trees=rocm_trees,
                  procfs=tuple((inv.vendor, gpus) for inv, gpus in selected),
                  stacks=tuple((v, stack(v)) for v in by_vendor if stack(v).IMAGE) if checks else (),
                  cuda_vendor=cuda_vendor)

@@ -248,8 +248,8 @@ def _parse_gpus(key: str, raw: str, vendor: str | None, vendors: Sequence[Terms]
     if low == "all":
         return Selection(vendor=vendor, devices=None, source=key, raw=raw)
     if low.startswith(COUNT_PREFIX) and key == f"{PREFIX}gpus":
-        return Selection(vendor=vendor, devices=None, source=key, raw=raw, count=_parse_count(key, raw,
-                                                                                              low[len(COUNT_PREFIX):].strip()))
+        count = _parse_count(key, raw, low[len(COUNT_PREFIX):].strip())
+        return Selection(vendor=vendor, devices=None, source=key, raw=raw, count=count)
     ids: dict[str, None] = {}
     for item in value.split(","):
         ids.update(dict.fromkeys(parse_item(key, raw, item.strip(), vendors)))

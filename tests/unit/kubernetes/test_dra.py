@@ -111,6 +111,7 @@ def test_the_node_plugin_answers_the_kubelet_under_both_service_names(tmp_path: 
     from gpuhook.config import from_table
     from gpuhook.kubernetes.api import dra_pb2, pluginregistration_pb2, pluginregistration_pb2_grpc
     from gpuhook.kubernetes.dra import driver as dra_driver
+    from gpuhook.kubernetes.dra import registration as registration_mod
     from gpuhook.kubernetes.dra.state import Preparer
 
     config = from_table({"state_dir": str(tmp_path / "state")}, str(tmp_path / "config.toml"))
@@ -119,7 +120,7 @@ def test_the_node_plugin_answers_the_kubelet_under_both_service_names(tmp_path: 
                         "/bin/gpuhook", checkpoint=str(tmp_path / "plugins" / DRIVER))
     endpoint, registration = str(tmp_path / "plugins" / DRIVER / "dra.sock"), str(tmp_path / "reg.sock")
     servicer = dra_driver.Driver(config, preparer, endpoint, DRIVER)
-    server = dra_driver._serve(servicer, endpoint, registration, None)
+    server = registration_mod.serve(servicer, endpoint, registration, None)
     try:
         with grpc.insecure_channel(f"unix://{registration}") as channel:
             info = pluginregistration_pb2_grpc.RegistrationStub(channel).GetInfo(pluginregistration_pb2.InfoRequest())
@@ -221,7 +222,7 @@ def test_a_driver_in_a_container_of_its_own_names_the_nodes_paths_in_its_cdi_spe
 
 def test_a_host_root_outside_the_nodes_mount_is_refused(tmp_path: Path) -> None:
     from gpuhook.errors import DiscoveryError
-    from gpuhook.kubernetes.dra.state import on_node
+    from gpuhook.kubernetes.dra.cdi import on_node
 
     (tmp_path / "node" / "sim").mkdir(parents=True)
     assert on_node(str(tmp_path / "node" / "sim"), str(tmp_path / "node")) == "/sim"

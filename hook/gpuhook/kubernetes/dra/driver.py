@@ -12,7 +12,7 @@ kubelet removes an unregistered driver's slices itself), and so do the prepared 
 which a new driver answers from.
 
 In kubernetes-sigs/dra-example-driver: cmd/dra-example-kubeletplugin/driver.go and health.go (the plugin and its health
-watch), with the kubeletplugin helper's registration and sockets.
+watch); the kubeletplugin helper's registration and sockets are dra/registration.py here.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from gpuhook.kubernetes.api import (
 )
 from gpuhook.kubernetes.dra.claim_locks import ClaimLocks
 from gpuhook.kubernetes.dra.devices import describe, device_json, pcie_root
+from gpuhook.kubernetes.dra.registration import serve
 from gpuhook.kubernetes.dra.slices import Publisher
 from gpuhook.kubernetes.dra.state import Preparer
 from gpuhook.vendors.discover import discover, identified
@@ -53,7 +54,6 @@ if TYPE_CHECKING:
 
 DRIVER = "gpu.gpuhook.dev"
 SERVICES = ("v1.DRAPlugin", "v1beta1.DRAPlugin")  # the kubelet picks the first it speaks
-_V1BETA1 = "k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin"  # the same messages on the wire
 HEARTBEAT = 10.0  # seconds between health reports when nothing changes
 _HEALTH_TIMEOUT = 30  # what each report tells the kubelet: UNKNOWN after this long without one
 
@@ -219,7 +219,7 @@ def run(config: Config, api: ApiServer, node: str, driver: str, plugins_dir: str
             if server is None or not (os.path.exists(endpoint) and os.path.exists(registration)):
                 if server is not None:
                     say("the kubelet removed our sockets (it restarted): serving and registering anew")
-                server = _serve(servicer, endpoint, registration, server)
+                server = serve(servicer, endpoint, registration, server)
             stop.wait(config.kubernetes.health_interval)
     finally:
         servicer.stop()
@@ -262,41 +262,6 @@ def _body(d: DraDevice, root: Root, said: set[str], shares: int) -> dict[str, An
     if dropped:
         _once(said, f"{d.name}: more than 32 attributes and capacities; its {d.domain}/ copies are left out")
     return body
-
-
-def _serve(servicer: Driver, endpoint: str, registration: str, old: grpc.Server | None) -> grpc.Server:
-    """Both sockets bound and served (the old server stopped). Creates the socket files."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    if old is not None:
-        old.stop(grace=0.5).wait(2)
-    for path in (endpoint, registration):
-        os.makedirs(os.path.dirname(path), mode=0o750, exist_ok=True)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
-    server = grpc.server(ThreadPoolExecutor(max_workers=8, thread_name_prefix="dra-driver"),
-                         options=[("grpc.so_reuseport", 0)])
-    dra_pb2_grpc.add_DRAPluginServicer_to_server(servicer, server)
-    drahealth_pb2_grpc.add_DRAResourceHealthServicer_to_server(servicer, server)
-    server.add_generic_rpc_handlers((_v1beta1(servicer),))
-    pluginregistration_pb2_grpc.add_RegistrationServicer_to_server(servicer, server)
-    server.add_insecure_port(f"unix://{endpoint}")
-    server.add_insecure_port(f"unix://{registration}")  # the kubelet asks GetInfo here, then calls the endpoint
-    server.start()
-    return server
-
-
-def _v1beta1(servicer: Driver) -> Any:
-    """The v1beta1 service, for kubelets before 1.34: the same messages under the older package's name."""
-    methods = {
-        "NodePrepareResources": grpc.unary_unary_rpc_method_handler(
-            servicer.NodePrepareResources, request_deserializer=pb.NodePrepareResourcesRequest.FromString,
-            response_serializer=pb.NodePrepareResourcesResponse.SerializeToString),
-        "NodeUnprepareResources": grpc.unary_unary_rpc_method_handler(
-            servicer.NodeUnprepareResources, request_deserializer=pb.NodeUnprepareResourcesRequest.FromString,
-            response_serializer=pb.NodeUnprepareResourcesResponse.SerializeToString),
-    }
-    return grpc.method_handlers_generic_handler(_V1BETA1, methods)
 
 
 def _health(pool: str, name: str, why: str) -> Any:

@@ -25,9 +25,9 @@ again: what can be left is a spec without a record (prepare cut short, or unprep
 which grants nothing, since the runtime believes only a record, and which the next prepare rewrites or unprepare
 removes; never a record without its spec, which would claim the GPU for a pod that cannot start with it.
 
-In kubernetes-sigs/dra-example-driver: cmd/dra-example-kubeletplugin/state.go (Prepare, Unprepare) with
-cdi.go (the claim's CDI spec) and prepared_device.go; its checkpoint.go is gpuhook's apply/claims.py (the runtime
-reads it, so it sits below).
+In kubernetes-sigs/dra-example-driver: cmd/dra-example-kubeletplugin/state.go (Prepare, Unprepare) and
+prepared_device.go; its cdi.go is dra/cdi.py here, its checkpoint.go gpuhook's apply/claims.py (the runtime reads it,
+so it sits below).
 """
 
 from __future__ import annotations
@@ -36,32 +36,22 @@ import contextlib
 import os
 import time
 
-from gpuhook import fastjson
 from gpuhook.apply import claims
-from gpuhook.apply.cdi_edits import CdiContext, to_cdi
-from gpuhook.apply.cdi_rules import required_version
-from gpuhook.atomic import write_text
-from gpuhook.edits import Edits, Hook, merge
-from gpuhook.errors import DiscoveryError, GpuhookError, KubernetesError
-from gpuhook.host.root import Root
+from gpuhook.apply.cdi_edits import CdiContext
+from gpuhook.errors import GpuhookError, KubernetesError
+from gpuhook.kubernetes.dra import cdi
 from gpuhook.kubernetes.dra.config import tuning_by_request
 from gpuhook.plan.authority import ClaimedDevice, PreparedClaim
-from gpuhook.request.container import DEFAULT_CAPABILITIES
-from gpuhook.request.dra_claim import marker_args
 from gpuhook.request.ids import is_decimal
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
-    from typing import Any
 
     from gpuhook.config import Config
     from gpuhook.host.inventory import Inventory
     from gpuhook.kubernetes.apiserver import ApiServer
     from gpuhook.vendors.contract import DraDevice
-
-CDI_KIND = "gpuhook.dev/claim"
-
 
 class Preparer:
     """Prepares and unprepares one node's claims of one driver."""
@@ -74,10 +64,10 @@ class Preparer:
         chart mounts them at the node's paths)."""
         self._config, self._api, self._driver, self._node = config, api, driver, node
         self._cdi_dir, self._checkpoint, self._node_root = cdi_dir, checkpoint, node_root
-        self._ctx = CdiContext(host_base=on_node(config.host_root, node_root), gpuhook_bin=gpuhook_bin,
-                               config_path=config.path, hook_timeout=config.hook_timeout,
-                               helper=helper, ldconfig=config.ldconfig, state_dir=config.state_dir)
-        self._hook_bin = hook_bin
+        ctx = CdiContext(host_base=cdi.on_node(config.host_root, node_root), gpuhook_bin=gpuhook_bin,
+                         config_path=config.path, hook_timeout=config.hook_timeout,
+                         helper=helper, ldconfig=config.ldconfig, state_dir=config.state_dir)
+        self._spec_env = cdi.SpecEnv(config=config, ctx=ctx, hook_bin=hook_bin, node_root=node_root, node=node)
 
     def prepare(self, namespace: str, uid: str, name: str, devices: Mapping[str, DraDevice],
                 inventory: Inventory) -> list[tuple[str, str, str, str]]:
@@ -87,13 +77,13 @@ class Preparer:
         record = claims.load(self._config.state_dir, uid)
         if record is None:
             record = self._allocated(namespace, uid, name, devices, inventory)
-            self._write_spec(record, devices, inventory)
+            cdi.write_spec(self.spec_path(record.uid), record, devices, inventory, self._spec_env)
             if self._checkpoint:
                 claims.save(self._checkpoint, record)
             claims.save(self._config.state_dir, record)
         elif not os.path.exists(self.spec_path(uid)):  # a CDI directory emptied under a prepared claim
-            self._write_spec(record, devices, inventory)
-        return [(d.request, d.device, f"{CDI_KIND}={uid}-{d.device}", d.share) for d in record.devices]
+            cdi.write_spec(self.spec_path(record.uid), record, devices, inventory, self._spec_env)
+        return [(d.request, d.device, f"{cdi.CDI_KIND}={uid}-{d.device}", d.share) for d in record.devices]
 
     def unprepare(self, uid: str) -> None:
         """The claim's records and CDI spec removed, in the reverse of the order `prepare` writes them (a claim
@@ -114,7 +104,7 @@ class Preparer:
                     self.spec_path(record.uid)):
                 continue
             try:
-                self._write_spec(record, devices, inventory)
+                cdi.write_spec(self.spec_path(record.uid), record, devices, inventory, self._spec_env)
             except GpuhookError as e:
                 problems.append(str(e))
                 continue
@@ -129,7 +119,7 @@ class Preparer:
 
     def spec_path(self, uid: str) -> str:
         """Where the claim's CDI spec is."""
-        return os.path.join(self._cdi_dir, f"gpuhook.dev-claim_{os.path.basename(uid)}.json")
+        return cdi.spec_path(self._cdi_dir, uid)
 
     def _allocated(self, namespace: str, uid: str, name: str, devices: Mapping[str, DraDevice],
                    inventory: Inventory) -> PreparedClaim:
@@ -211,49 +201,3 @@ class Preparer:
                 tuning_part(inv.vendor).sharing(tuning, [d.gpu], self._config.tuning.mps_dir)
         except GpuhookError as e:
             raise KubernetesError(f"{where}: {e}") from e
-
-    def _write_spec(self, record: PreparedClaim, devices: Mapping[str, DraDevice], inventory: Inventory) -> None:
-        """The claim's CDI spec (atomically). Writes a file."""
-        from gpuhook.vendors.registry import get
-
-        first: set[str] = set()
-        entries = []
-        env = [f"GPUHOOK_CONFIG={self._config.path}"]
-        for c in record.devices:
-            d = devices.get(c.device)
-            inv = inventory.vendor(c.vendor)
-            if d is None or inv is None:
-                raise self._gone(record.namespace, record.name, c.device)
-            vendor = get(c.vendor)
-            plan = vendor.plan(inv, [d.gpu], DEFAULT_CAPABILITIES, on_node(inventory.root, self._node_root))
-            edits = Edits(device_nodes=plan.device_nodes, mounts=plan.mounts, env=(f"{vendor.ENV_KEY}=void",),
-                          additional_gids=plan.additional_gids)
-            if c.request not in first:  # the request's hooks, once: the kubelet gives a container whole requests
-                first.add(c.request)
-                hooks = (Hook(stage="prestart", path=self._hook_bin, args=(os.path.basename(self._hook_bin), "hook",
-                                                                           "prestart",
-                                                           *marker_args(record.uid, c.request)), env=tuple(env),
-                              timeout=self._config.hook_timeout),
-                         Hook(stage="poststop", path=self._hook_bin, args=(os.path.basename(self._hook_bin), "hook",
-                                                                           "poststop"),
-                              env=tuple(env), timeout=self._config.hook_timeout))
-                edits = merge([edits, Edits(hooks=(*plan.hooks, *hooks), ldcache_dirs=plan.ldcache_dirs)])
-            entries.append({"name": f"{record.uid}-{c.device}", "containerEdits": to_cdi(edits, self._ctx)})
-        spec: dict[str, Any] = {"cdiVersion": "", "kind": CDI_KIND, "devices": entries}
-        spec["cdiVersion"] = required_version(spec)
-        os.makedirs(self._cdi_dir, mode=0o755, exist_ok=True)
-        write_text(self.spec_path(record.uid), fastjson.dumps(spec), mode=0o644)
-
-
-def on_node(path: str, node_root: str) -> str:
-    """`path`, a host_root as this process sees it, as the node names it: where the node's / is mounted at
-    `node_root`, that prefix taken off and links followed inside it. DiscoveryError for a path outside it. Reads
-    links."""
-    if node_root == "/":
-        return path
-    root = Root(node_root)
-    rel = os.path.relpath(os.path.abspath(path), root.base)
-    if rel == ".." or rel.startswith("../"):
-        raise DiscoveryError(f"host_root {path} is not under {root.base}, where the node's / is mounted "
-                             "(--node-root): set host_root to a path under it")
-    return root.to_host(root.resolve("/" + rel))  # links followed as the node follows them

@@ -58,8 +58,8 @@ def discover(root: Root) -> VendorInventory | None:
         return None
     nodes = gpu_nodes(root, PCI_VENDOR)
     found, _ = kfd_gpus(root, NAME, nodes)
-    gpus = [replace(g, model=PRODUCTS.get(p.get("device_id", 0), g.model)) for g, (_, p) in zip(found, nodes,
-                                                                                               strict=True)]
+    gpus = [replace(g, model=PRODUCTS.get(p.get("device_id", 0), g.model))
+            for g, (_, p) in zip(found, nodes, strict=True)]
     version = None
     if root.exists(f"/sys/module/{module}/version"):
         version = root.read_text(f"/sys/module/{module}/version").strip() or None

@@ -41,9 +41,8 @@ def dra_devices(inv: VendorInventory, root: Root) -> tuple[DraDevice, ...]:
         if g.key() in parents:
             continue  # in MIG mode: its MIG devices are what can be given
         attrs, memory = _gpu_attributes(g, facts.get(g.uuid))
-        out.append(DraDevice(name=f"gpu-{_minor(g)}", gpu=g, kind="gpu", domain=DOMAIN, attributes=(("type", "gpu"),
-                                                                                                    *attrs, *common),
-                             versions=versions,
+        out.append(DraDevice(name=f"gpu-{_minor(g)}", gpu=g, kind="gpu", domain=DOMAIN,
+                             attributes=(("type", "gpu"), *attrs, *common), versions=versions,
                              capacity=(("memory", memory),) if memory else ()))
     for s in inv.slices:
         parent = by_key.get(s.parent)
