@@ -19,7 +19,7 @@ from gpuhook.frozen import frozen
 from gpuhook.request import requirements as require
 from gpuhook.request.requirements import Condition, Facts, Requirement, version_tuple
 from gpuhook.vendors.contract import CUDA, ROCM
-from gpuhook.vendors.registry import stack
+from gpuhook.vendors.registry import get, stack
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ class Verdict:
 def needs(selected: tuple[tuple[VendorInventory, tuple[Gpu, ...]], ...], env: Mapping[str, str],
           annotations: Mapping[str, str]) -> tuple[bool, tuple[str, ...]]:
     """(whether the host's CUDA version is needed, the GPUs whose NVML facts are) for `check`."""
-    cuda = next((gpus for inv, gpus in selected if stack(inv.vendor).STACK == CUDA), None)
+    cuda = next((gpus for inv, gpus in selected if get(inv.vendor).STACK == CUDA), None)
     if cuda is None:
         return False, ()
     keys = {c.key for r in require.from_container(env, annotations) for alt in r.alternatives for c in alt}
@@ -48,7 +48,7 @@ def needs(selected: tuple[tuple[VendorInventory, tuple[Gpu, ...]], ...], env: Ma
 
 def cuda_vendor(selected: tuple[tuple[VendorInventory, tuple[Gpu, ...]], ...]) -> str:
     """The selected vendor whose stack is CUDA (whose driver's CUDA and NVML facts requirements read); ""."""
-    return next((inv.vendor for inv, _ in selected if stack(inv.vendor).STACK == CUDA), "")
+    return next((inv.vendor for inv, _ in selected if get(inv.vendor).STACK == CUDA), "")
 
 
 def check(selected: tuple[tuple[VendorInventory, tuple[Gpu, ...]], ...], env: Mapping[str, str],
@@ -60,7 +60,7 @@ def check(selected: tuple[tuple[VendorInventory, tuple[Gpu, ...]], ...], env: Ma
     warnings: list[str] = []
     edits = Edits()
     by_vendor = {inv.vendor: (inv, gpus) for inv, gpus in selected}
-    by_stack = {stack(v).STACK: (inv, gpus) for v, (inv, gpus) in by_vendor.items() if stack(v).STACK}
+    by_stack = {get(v).STACK: (inv, gpus) for v, (inv, gpus) in by_vendor.items() if get(v).STACK}
     strict = rocm_policy == "strict"
     rocm_release = None
     if ROCM in by_stack:

@@ -28,11 +28,15 @@ if TYPE_CHECKING:
     from gpuhook.vendors.contract import Backend, DraDevice, Setting, Source
 
 
-class NoTuning:
-    """Tuning of a vendor whose GPUs take none."""
+class _Default:
+    """What every default part is made with: the vendor's label (in messages) and name."""
 
-    def __init__(self, label: str) -> None:
+    def __init__(self, label: str, name: str) -> None:
         self._label = label
+
+
+class NoTuning(_Default):
+    """Tuning of a vendor whose GPUs take none."""
 
     def settings(self, tuning: Tuning, gpu: Gpu) -> tuple[Setting, ...]:
         """Nothing for a request without settings; RequestError for one with."""
@@ -57,25 +61,22 @@ class NoTuning:
         raise TuningError(f"gpuhook has no tuning backend for {self._label} GPUs")
 
 
-class NoTelemetry:
+class NoTelemetry(_Default):
     """Telemetry of a vendor gpuhook cannot read."""
-
-    def __init__(self, label: str) -> None:
-        self._label = label
 
     def telemetry(self, root: Root, inv: VendorInventory) -> Source:
         """DiscoveryError: no session."""
         raise DiscoveryError(f"gpuhook reads no telemetry of {self._label} GPUs")
 
 
-class NoKubernetes:
+class NoKubernetes(_Default):
     """Kubernetes facts of a vendor with nothing beyond presence, count and driver."""
 
     SHARING: tuple[str, ...] = ("time-slicing",)
     SLICE_RESOURCE = ""
 
     def __init__(self, label: str, name: str) -> None:
-        self._label = label
+        super().__init__(label, name)
         self.RESOURCE = f"{name}.com/gpu"  # an extended resource under the vendor's name, as the others are
 
     def labels(self, inv: VendorInventory, root: Root, replicas: int, strategy: str = "none",
@@ -88,14 +89,12 @@ class NoKubernetes:
         return ()
 
 
-class NoStack:
+class NoStack(_Default):
     """A vendor whose images' user space gpuhook does not check."""
 
     STACK = ""
     IMAGE = False
 
-    def __init__(self, label: str) -> None:
-        self._label = label
 
     def image_stack(self, image: InRoot, notes: list[str]) -> str | None:
         """None: nothing to read."""
@@ -123,13 +122,11 @@ class _NoOptions:
     """No settings."""
 
 
-class NoSim:
+class NoSim(_Default):
     """A vendor `gpuhook simulate` cannot make."""
 
     OPTIONS: type = _NoOptions
 
-    def __init__(self, label: str) -> None:
-        self._label = label
 
     STATE = ""
     REACTIONS: tuple[str, ...] = ()
@@ -147,11 +144,8 @@ class NoSim:
         """Nothing to follow."""
 
 
-class NoDoctor:
+class NoDoctor(_Default):
     """A vendor with nothing to check beyond its device nodes."""
-
-    def __init__(self, label: str) -> None:
-        self._label = label
 
     def checks(self, inv: VendorInventory) -> tuple[tuple[str, str, str], ...]:
         """No findings."""

@@ -176,7 +176,7 @@ def _part(name: str, kind: str) -> Any:
         if found is None:
             from gpuhook.vendors.defaults import DEFAULTS
 
-            found = DEFAULTS[kind](vendor.LABEL) if kind != "kubernetes" else DEFAULTS[kind](vendor.LABEL, name)
+            found = DEFAULTS[kind](vendor.LABEL, name)
         _parts[(name, kind)] = found
     return found
 
