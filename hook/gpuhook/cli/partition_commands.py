@@ -37,7 +37,7 @@ def apply(args: argparse.Namespace) -> int:
     """Apply the file's layouts (or with --dry-run say what would change). 0 when every GPU has its layout. The
     checks, and the users read again, and the changes are made under the GPU path's lock (exclusive): no container
     starts on a GPU while its layout changes, and one that started before is seen as its user."""
-    from gpuhook.apply.state_dir import hold_lock, release_lock
+    from gpuhook.apply.state_dir import Lock
     from gpuhook.config import load
     from gpuhook.host.root import Root
     from gpuhook.vendors.registry import get, tuning
@@ -50,8 +50,7 @@ def apply(args: argparse.Namespace) -> int:
             print(f"would put {get(vendor).LABEL} GPU {gpu.pci} in {_shown(layout)}"
                   + ("" if what else " (it is so already)"))
         return 0
-    hold_lock(config.state_dir, exclusive=True)
-    try:
+    with Lock(config.state_dir, exclusive=True):
         plan = planned(root, args.file, wanted, config)  # every table checked before any GPU changes
         changed = []
         for vendor, gpu, layout, _ in plan:
@@ -61,8 +60,6 @@ def apply(args: argparse.Namespace) -> int:
                 changed.append(vendor)
         if changed:
             _refresh(config, sorted(set(changed)), args.labels)
-    finally:
-        release_lock()
     return 0
 
 

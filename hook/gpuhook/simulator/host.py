@@ -64,11 +64,6 @@ class HostSpec:
         count = dict(self.values).get(vendor, 0)
         return count if isinstance(count, int) else 0
 
-    def taken(self, defaults: dict[str, Any]) -> dict[str, Any]:
-        """`defaults` (a vendor's settings by name) with the values given for them."""
-        given = dict(self.values)
-        return {k: given.get(k, v) for k, v in defaults.items()}
-
 
 def settings_of(spec: HostSpec, kind: type[T]) -> T:
     """A vendor's settings record `kind` (a @frozen class: its fields the names it takes, with defaults) from
