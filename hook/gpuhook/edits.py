@@ -34,6 +34,9 @@ class DeviceNode:
         return (self.mode & 0o006) != 0o006
 
 
+SHARED_MEMORY = "/dev/shm"  # a mount here is a sharing daemon's shared memory: it replaces the runtime's own
+
+
 @frozen
 class Mount:
     """A read-only bind mount of a host file into the container."""
@@ -144,10 +147,16 @@ def _env_key(kv: str) -> object:
     return kv.split("=", 1)[0]
 
 
+def _mount_present(m: Mount) -> object:
+    """A mount is written where its destination is taken, but at /dev/shm only where it is this very mount: the
+    runtime's own /dev/shm is there in every spec, and a sharing daemon's replaces it."""
+    return (m.container_path, m.host_path) if m.container_path == SHARED_MEMORY else m.container_path
+
+
 FIELDS: tuple[Field, ...] = (
     Field("device_nodes", lambda n: n.path),
     Field("device_rules", _same),
-    Field("mounts", lambda m: m.container_path),
+    Field("mounts", lambda m: m.container_path, present_key=_mount_present),
     Field("env", _env_key, present_key=_same),
     Field("additional_gids", _same),
     Field("hooks", _same),

@@ -11,13 +11,17 @@ RESOLVE_NO_MAGICLINKS = 0x02
 RESOLVE_NO_SYMLINKS = 0x04
 RESOLVE_IN_ROOT = 0x10
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND = 0x1, 0x2, 0x4, 0x8, 0x20, 0x1000
-MS_REC, MS_PRIVATE = 0x4000, 0x40000
+MS_REC, MS_PRIVATE, MS_SLAVE = 0x4000, 0x40000, 0x80000
+MNT_DETACH, UMOUNT_NOFOLLOW = 0x2, 0x8
+TMPFS_MAGIC = 0x01021994
 CLONE_NEWNS = 0x00020000
 CGROUP2_SUPER_MAGIC = 0x63677270
 BPF_PROG_TYPE_CGROUP_DEVICE, BPF_CGROUP_DEVICE = 15, 6  # the program type; its attach type
 BPF_F_ALLOW_OVERRIDE, BPF_F_ALLOW_MULTI, BPF_F_REPLACE = 1, 2, 4
 _MACHINE = os.uname().machine
 _SYS_OPENAT2 = {"x86_64": 437, "aarch64": 437, "ppc64le": 437, "riscv64": 437}.get(_MACHINE, -1)
+_SYS_OPEN_TREE = 428 if _SYS_OPENAT2 > 0 else -1  # and move_mount 429: the same on every architecture since 5.2
+OPEN_TREE_CLONE, MOVE_MOUNT_F_EMPTY_PATH, MOVE_MOUNT_T_EMPTY_PATH = 1, 0x4, 0x40
 _SYS_BPF = {"x86_64": 321, "aarch64": 280, "ppc64le": 361, "riscv64": 280, "s390x": 351}.get(_MACHINE, -1)
 _PROG_LOAD, _PROG_ATTACH, _PROG_DETACH, _PROG_GET_NEXT_ID, _PROG_GET_FD_BY_ID, _OBJ_GET_INFO_BY_FD, _PROG_QUERY = (
     5, 8, 9, 11, 13, 15, 16)
@@ -25,6 +29,7 @@ _PROG_LOAD, _PROG_ATTACH, _PROG_DETACH, _PROG_GET_NEXT_ID, _PROG_GET_FD_BY_ID, _
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
 _libc.mount.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p)
+_libc.umount2.argtypes = (ctypes.c_char_p, ctypes.c_int)
 _libc.setns.argtypes = (ctypes.c_int, ctypes.c_int)
 _libc.unshare.argtypes = (ctypes.c_int,)
 _libc.statfs.argtypes = (ctypes.c_char_p, ctypes.c_void_p)
@@ -53,12 +58,39 @@ def openat2(dirfd: int, path: str, flags: int, mode: int = 0, resolve: int = 0) 
     return int(fd)
 
 
-def mount(source: str | None, target: str, fstype: str | None, flags: int) -> None:
-    """mount(2). Mounts something."""
+def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    """mount(2), with the filesystem's options in `data` (tmpfs: size=, mode=). Mounts something."""
     rc = _libc.mount(os.fsencode(source) if source else None, os.fsencode(target),
-                     os.fsencode(fstype) if fstype else None, flags, None)
+                     os.fsencode(fstype) if fstype else None, flags,
+                     ctypes.c_char_p(data.encode()) if data else None)
     if rc != 0:
         _raise(f"mount {source} on {target}")
+
+
+def umount(target: str, flags: int) -> None:
+    """umount2(2) (MNT_DETACH, UMOUNT_NOFOLLOW). Unmounts something."""
+    if _libc.umount2(os.fsencode(target), flags) != 0:
+        _raise(f"umount {target}")
+
+
+def open_tree(path: str) -> int:
+    """open_tree(2) with OPEN_TREE_CLONE: a detached copy of the mount at `path` (this mount namespace's), which
+    move_mount can attach in another namespace; OSError(ENOSYS) before Linux 5.2."""
+    if _SYS_OPEN_TREE < 0:
+        raise OSError(38, "open_tree is unknown on this architecture")
+    fd = _libc.syscall(_SYS_OPEN_TREE, ctypes.c_int(AT_FDCWD), os.fsencode(path),
+                       ctypes.c_uint(OPEN_TREE_CLONE | os.O_CLOEXEC))
+    if fd < 0:
+        _raise(f"open_tree {path}")
+    return int(fd)
+
+
+def move_mount(tree: int, target: int) -> None:
+    """move_mount(2): the detached mount `tree` attached on the open directory `target`. Mounts something."""
+    rc = _libc.syscall(_SYS_OPEN_TREE + 1, ctypes.c_int(tree), b"", ctypes.c_int(target), b"",
+                       ctypes.c_uint(MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH))
+    if rc != 0:
+        _raise("move_mount")
 
 
 def setns(fd: int, nstype: int) -> None:

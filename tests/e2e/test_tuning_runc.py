@@ -536,7 +536,7 @@ MPS = "[tuning]\nmps_dir = \"{tmp}/mps\"\n"
 def test_an_mps_daemon_lives_while_containers_use_it(tuned) -> None:  # type: ignore[no-untyped-def]
     """The first MPS container starts the GPU's control daemon (the host's nvidia-cuda-mps-control, the GPU alone
     visible to it), a second joins it, the last one leaving makes it quit; each container reaches its pipes at
-    /tmp/nvidia-mps with its limits in env."""
+    /tmp/nvidia-mps with its limits in env (the layout itself: test_mps_layout.py)."""
     t = tuned(HostSpec(nvidia=2))
     t.config.write_text(t.config.read_text() + MPS.format(tmp=t.tmp))
     look = {**NV0, "gpuhook.dev/mps": "true", "gpuhook.dev/mps-threads": "50", "gpuhook.dev/mps-memory": "8G"}
@@ -558,8 +558,8 @@ def test_an_mps_daemon_lives_while_containers_use_it(tuned) -> None:  # type: ig
             break
         time.sleep(0.05)
     text = seen[0].read_text().splitlines()
-    assert text[:3] == ["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=8192M",
-                        "CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps"], text
+    assert text[:4] == ["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50", "CUDA_MPS_LOG_DIRECTORY=/var/log/nvidia-mps",
+                        "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=8192M", "CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps"], text
     assert "control" in text and "nvidia-cuda-mps-control.pid" in text  # the daemon's pipes, seen from inside
     second, r2 = t.start({**NV0, "gpuhook.dev/mps": "true"})
     assert r2.returncode == 0, r2.stderr

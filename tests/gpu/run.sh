@@ -166,6 +166,9 @@ cleanup() {  # idempotent: containers, gpuhook's own restore (gc), then what is 
       stop_pid "$pid"
       said+=("stopped the MPS control daemon $pid")
     fi
+    if awk -v m="${d}shm" '$5 == m {f = 1} END {exit !f}' /proc/self/mountinfo; then  # its shared memory's tmpfs
+      umount -l "${d}shm" 2>/dev/null && said+=("unmounted ${d}shm")
+    fi
   done
   if [ "$mode" = real ]; then
     if [ -n "$power_found" ]; then
@@ -699,6 +702,68 @@ check_mps() {
     ok mps "control daemon $pid for the container's life$( [ -n "$server" ] && echo ", server ($server)"), $(grep -o 'threads=[0-9]*' "$b/out"); $why; gone after"
   fi
 }
+# 3b. MPS clients as NVIDIA's drivers lay them out (issue 45, 6): two containers through one daemon, each with its
+#     pipe directory at /tmp/nvidia-mps, its log directory read-only at /var/log/nvidia-mps (both in env) and its
+#     shared memory at /dev/shm: the same tmpfs, device and inode, as the daemon's /dev/shm and the host's
+#     mps_dir/<UUID>/shm/shared, not the runtime's private one; both hold a context as MPS clients; after them the
+#     daemon, its directory and its tmpfs are gone.
+init_pid() { runtime 20 "$nowarm_sock" state "$1" 2>/dev/null | grep -o '"pid": *[0-9]*' | grep -o '[0-9]*$'; }
+shm_of() { stat -Lc '%d:%i' "$1" 2>/dev/null || echo "none"; }  # PATH: device:inode
+check_mps_clients() {
+  time_for mps-clients 60 || return 0
+  local apps="" home="" pid="" one="" two="" out1="" out2="" p1="" p2="" want="" s1="" s2="" sd="" server="" why="" why2=""
+  local env1="" log1="" left=""
+  if [ "$mode" = real ]; then
+    [ -n "$(driver_tool nvidia-cuda-mps-control)" ] || { skip mps-clients "the host has no nvidia-cuda-mps-control"; return 0; }
+    apps=$(compute_apps "$gpu")
+    [ -z "$apps" ] || { skip mps-clients "other processes use GPU $gpu: $(echo "$apps" | tr '\n' ' ')"; return 0; }
+  fi
+  home=$mps_dir/$target_uuid
+  if ! start_held mps-a "$nowarm_sock" "gpuhook.dev/gpus=$gpu" gpuhook.dev/mps=true gpuhook.dev/mps-threads=50; then
+    fail mps-clients "the first MPS client did not start: $(last_line "$b/out")"
+    stop_held "$cid"
+    return 0
+  fi
+  one=$cid out1=$b/out
+  if ! start_held mps-b "$nowarm_sock" "gpuhook.dev/gpus=$gpu" gpuhook.dev/mps=true gpuhook.dev/mps-threads=50; then
+    fail mps-clients "the second MPS client did not start beside the first: $(last_line "$b/out")"
+    stop_held "$cid"
+    stop_held "$one"
+    return 0
+  fi
+  two=$cid out2=$b/out
+  pid=$(cat "$home/pipe/nvidia-cuda-mps-control.pid" 2>/dev/null || true)
+  p1=$(init_pid "$one") p2=$(init_pid "$two")
+  want=$(shm_of "$home/shm/shared") s1=$(shm_of "/proc/$p1/root/dev/shm") s2=$(shm_of "/proc/$p2/root/dev/shm")
+  sd=$(shm_of "/proc/$pid/root/dev/shm")
+  env1=$(tr '\0' '\n' < "/proc/$p1/environ" 2>/dev/null | grep '^CUDA_MPS_[A-Z]*_DIRECTORY=' | sort | tr '\n' ' ')
+  log1=$(awk '$5 == "/var/log/nvidia-mps" {print $6}' "/proc/$p1/mountinfo" 2>/dev/null | tail -1)
+  [ "$mode" = real ] && server=$(compute_apps "$gpu" | grep -i mps-server | head -1)
+  why=$(judge_cuda "$out1") || why="first client: $why"
+  why2=$(judge_cuda "$out2") || why="second client: $why2"
+  stop_held "$two"
+  stop_held "$one"
+  local i
+  for i in $(seq 50); do [ -d "$home" ] || break; sleep 0.2; done
+  left=$(awk -v h="$home/" 'index($5, h) == 1 {print $5}' /proc/self/mountinfo)
+  if [ -z "$pid" ] || [ "$want" = none ]; then
+    fail mps-clients "no control daemon ($pid) or no shared memory ($home/shm/shared) while two clients ran"
+  elif [ "$s1" != "$want" ] || [ "$s2" != "$want" ] || [ "$sd" != "$want" ]; then
+    fail mps-clients "/dev/shm is not the daemon's: clients $s1 and $s2, daemon $sd, $home/shm/shared $want"
+  elif [ "$env1" != "CUDA_MPS_LOG_DIRECTORY=/var/log/nvidia-mps CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps " ]; then
+    fail mps-clients "a client's env names $env1, not NVIDIA's pipe and log directories"
+  elif [ -z "$log1" ] || [ "${log1#ro}" = "$log1" ]; then
+    fail mps-clients "a client's /var/log/nvidia-mps is not the daemon's log directory, read-only ($log1)"
+  elif [ "$mode" = real ] && [ -z "$server" ]; then
+    fail mps-clients "control daemon $pid ran, but nvidia-smi shows no nvidia-cuda-mps-server while two clients held contexts"
+  elif ! judge_cuda "$out1" >/dev/null || ! judge_cuda "$out2" >/dev/null; then
+    fail mps-clients "as two MPS clients: $why"
+  elif kill -0 "$pid" 2>/dev/null || [ -d "$home" ] || [ -n "$left" ]; then
+    fail mps-clients "the control daemon $pid, $home or its tmpfs ($left) is still there after the clients"
+  else
+    ok mps-clients "two clients of daemon $pid share its /dev/shm ($want), pipe and log directories; $why; gone after"
+  fi
+}
 driver_tool() {  # where the host (or the simulated host) keeps a driver tool
   if [ "$mode" = sim ]; then ls "$work/host/usr/bin/$1" 2>/dev/null || true; else command -v "$1" || true; fi
 }
@@ -914,6 +979,7 @@ check_sight direct || true
 check_sight warm || true
 check_tuning || true
 check_mps || true
+check_mps_clients || true
 check_exporter || true
 stop_pid "$warm_pid"; warm_pid=""   # no process of ours may hold the GPU while its MIG mode changes
 check_mig || true

@@ -14,7 +14,7 @@ import os
 from gpuhook import syscalls
 from gpuhook.apply import cgroups, linker_cache
 from gpuhook.apply.container_root import WritableRoot, bind_mount
-from gpuhook.edits import DeviceNode, Edits, Mount
+from gpuhook.edits import SHARED_MEMORY, DeviceNode, Edits, Mount
 
 # What a hook can do with each kind of edit once runc has created the container. Every field of Edits is
 # here (tests/unit/test_edits.py checks): a hook that ignored one would drop it silently in hook mode.
@@ -22,7 +22,7 @@ LIVE = {
     "device_nodes": "created in the container root (mknod; a bind mount of the host node in a user namespace, or "
                     "where mknod fails)",
     "device_rules": "allowed in the container's device cgroup (v1 devices.allow; v2 device filter replaced)",
-    "mounts": "bind-mounted read-only",
+    "mounts": "bind-mounted, read-only unless rw (an MPS daemon's pipes; its shared memory a copy of its mount)",
     "env": "cannot be changed after create: the hook warns",
     "additional_gids": "cannot be changed after create: nodes get a group the process already has",
     "hooks": "not added: in hook mode gpuhook's own hooks.d entry runs every stage",
@@ -62,8 +62,13 @@ def apply(edits: Edits, pid: int, root_path: str, host_base: str, ldconfig: str,
     home = os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
     held: list[int] = []
     try:
+        # a sharing daemon's shared memory, a tmpfs the runtime mounted after the container's namespace was made
+        # (so not in it): a copy of the mount, taken here, attached there
+        trees = {m.container_path: _cloned(held, m.host_path) for m in edits.mounts
+                 if m.container_path == SHARED_MEMORY}
         _enter(f"/proc/{pid}/ns/mnt")
-        sources = {m.container_path: _opened(held, m.host_path) for m in edits.mounts}
+        sources = {m.container_path: _opened(held, m.host_path) for m in edits.mounts if m.container_path not in trees}
+        writable = {m.container_path for m in edits.mounts if "rw" in m.options}
         node_sources = {n.path: _opened(held, host_base.rstrip("/") + n.path) for n in edits.device_nodes}
         with WritableRoot(root_path) as root:
             if owner is None:
@@ -72,7 +77,13 @@ def apply(edits: Edits, pid: int, root_path: str, host_base: str, ldconfig: str,
             else:
                 _bind_nodes(root, edits.device_nodes, node_sources, owner)
             for target, fd in sources.items():
-                bind_mount(fd, root, target)
+                bind_mount(fd, root, target, readonly=target not in writable)
+            for target, tree in trees.items():
+                dst = root.make_dirs(target)
+                try:
+                    syscalls.move_mount(tree, dst)
+                finally:
+                    os.close(dst)
             _harden(root, edits)
         if edits.ldcache_dirs:  # last: it leaves this process in a mount namespace of its own
             if owner is not None:  # a copy of the container's namespace locks its mounts: the refresh starts
@@ -87,6 +98,13 @@ def apply(edits: Edits, pid: int, root_path: str, host_base: str, ldconfig: str,
         finally:
             os.close(home)
     return swap
+
+
+def _cloned(held: list[int], path: str) -> int:
+    """A detached copy of the mount at `path` (syscalls.open_tree), kept in `held` to be closed."""
+    fd = syscalls.open_tree(path)
+    held.append(fd)
+    return fd
 
 
 def _opened(held: list[int], path: str) -> int:

@@ -5,7 +5,7 @@ each (hook mode applies only the rest), and the createContainer hooks procfs cop
 from __future__ import annotations
 
 from gpuhook.apply import create_hook, linker_cache
-from gpuhook.edits import FIELDS, DeviceNode, DeviceRule, Edits, Hook, Mount, ProcOverlay
+from gpuhook.edits import FIELDS, SHARED_MEMORY, DeviceNode, DeviceRule, Edits, Hook, Mount, ProcOverlay
 from gpuhook.frozen import frozen
 from gpuhook.proc import SAFE_ENV
 
@@ -82,13 +82,18 @@ def _numbered(rule: dict[str, Any]) -> bool:
 
 def _mounts_to_spec(spec: Spec, mounts: tuple[Mount, ...], _e: Edits, _: SpecContext) -> None:
     have = _list(spec, "mounts")
+    shm = next((m for m in mounts if m.container_path == SHARED_MEMORY), None)
+    if shm is not None:  # a sharing daemon's shared memory in place of the runtime's own /dev/shm
+        have[:] = [m for m in have if m.get("destination") != SHARED_MEMORY or m.get("source") == shm.host_path]
     taken = {m.get("destination") for m in have}
     have.extend({"destination": m.container_path, "type": "bind", "source": m.host_path, "options": list(m.options)}
                 for m in mounts if m.container_path not in taken)
 
 
 def _mounts_in_spec(spec: Spec) -> set[object]:
-    return {m.get("destination") for m in spec.get("mounts") or []}
+    """Each mount's destination, and at /dev/shm its (destination, source) too (edits._mount_present)."""
+    return {k for m in spec.get("mounts") or []
+            for k in (m.get("destination"), (m.get("destination"), m.get("source")))}
 
 
 def _env_to_spec(spec: Spec, env: tuple[str, ...], _e: Edits, _: SpecContext) -> None:

@@ -109,8 +109,9 @@ def _give(spec: Spec, bundle: str, config: Config, pid: int, prepared: Prepared,
     todo = lacking(prepared.edits, spec)
     if todo.env:
         warnings.append("a hook cannot change the container's environment (" + ", ".join(
-            e.split("=", 1)[0] for e in prepared.edits.env) + "): ROCm is mounted at /opt/rocm, where it is "
-                        "found by default; use gpuhook-runtime to have these set")
+            e.split("=", 1)[0] for e in todo.env) + "): ROCm is mounted at /opt/rocm and an MPS daemon's pipes "
+                        "at /tmp/nvidia-mps, where they are found by default; use gpuhook-runtime (or a claim's CDI "
+                        "spec) to have these set")
     for w in warnings:
         print(f"gpuhook hook: warning: {w}", file=sys.stderr)  # runc shows a hook's stderr only on failure
         log.warning("hook", detail=w)

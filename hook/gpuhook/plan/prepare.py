@@ -7,7 +7,7 @@ raise the errors a user sees (RequestError, PlanError, PolicyError, ConfigError)
 
 from __future__ import annotations
 
-from gpuhook.edits import Edits, Hook, merge
+from gpuhook.edits import SHARED_MEMORY, Edits, Hook, merge
 from gpuhook.errors import ConfigError, PolicyError, RequestError
 from gpuhook.frozen import frozen
 from gpuhook.host.facts import Needs
@@ -54,6 +54,7 @@ class Prepared:
     host_rocm: str | None = None  # the version of the host ROCm tree it gets
     directories: tuple[str, ...] = ()  # host directories a sharing daemon's mounts need (an MPS daemon's pipes),
     # made by the runtime before the container's mounts (the daemon starts at prestart, after them)
+    shared_memory: tuple[str, ...] = ()  # and the tmpfs of its shared memory, its /dev/shm (statefile.SHARED) in it
 
 
 def asks(request: Request) -> bool:
@@ -138,7 +139,11 @@ def decide(request: Request, inventory: Inventory, facts: HostFacts, spec: Spec,
     procfs = tuple(ProcfsCopy(v, target, files) for v, target, files in facts.procfs if v in by_vendor)
     return Prepared(edits=edits, warnings=warnings, drivers=drivers, settings=settings,
                     exclusive=gpu_names if tuning.exclusive else (), gpus=used, procfs=procfs,
-                    host_rocm=tree_version, directories=tuple(m.host_path for _, e in shared for m in e.mounts))
+                    host_rocm=tree_version,
+                    directories=tuple(m.host_path for _, e in shared for m in e.mounts
+                                      if m.container_path != SHARED_MEMORY),
+                    shared_memory=tuple(m.host_path.rsplit("/", 1)[0] for _, e in shared for m in e.mounts
+                                        if m.container_path == SHARED_MEMORY))
 
 
 def _selected(request: Request, inventory: Inventory, spec: Spec, config: Config) -> Selected:

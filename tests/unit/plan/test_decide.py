@@ -63,7 +63,8 @@ TUNING_HOOKS = [("prestart", "/usr/local/bin/gpuhook-hook", ("gpuhook", "hook", 
                 ("poststop", "/usr/local/bin/gpuhook-hook", ("gpuhook", "hook", "poststop"), HOOK_ENV, 30)]
 NONE: dict[str, Any] = {"nodes": [], "mounts": [], "env": [], "gids": [], "hooks": [], "masked": [],
                         "readonly": ["/sys"], "ldcache": [], "warnings": [], "drivers": [], "settings": [],
-                        "exclusive": [], "gpus": [], "procfs": [], "host_rocm": None, "directories": []}
+                        "exclusive": [], "gpus": [], "procfs": [], "host_rocm": None, "directories": [],
+        "shared_memory": []}
 
 
 def _sel(vendor: str | None, devices: tuple[str, ...] | None, raw: str, source: str = "gpuhook.dev/gpus") -> Selection:
@@ -101,7 +102,8 @@ def _shown(p: Prepared) -> dict[str, Any]:
             "warnings": list(p.warnings), "drivers": list(p.drivers),
             "settings": [(s.vendor, s.gpu, s.name, s.value) for s in p.settings], "exclusive": list(p.exclusive),
             "gpus": list(p.gpus), "procfs": [(c.vendor, c.target, c.files) for c in p.procfs],
-            "host_rocm": p.host_rocm, "directories": list(p.directories)}
+            "host_rocm": p.host_rocm, "directories": list(p.directories),
+            "shared_memory": list(p.shared_memory)}
 
 
 NV_ONE = _ask(_sel("nvidia", ("0",), "0"))
@@ -174,12 +176,16 @@ DECISIONS: list[tuple[str, Request, tuple[VendorInventory, ...], HostFacts, dict
     ("nvidia-mps", _ask(_sel("nvidia", ("0",), "0"), tuning=Tuning(mps=True, mps_threads=50)), (NVIDIA,), HostFacts(),
      _spec(), _config(tuning=TuningPolicy(mps_dir="/run/gpuhook/mps")),
      {"nodes": ["/dev/nvidia0", *CONTROL],
-      "mounts": [*COMPUTE_UTILITY, (f"/run/gpuhook/mps/{NV0}/pipe", "/tmp/nvidia-mps", ("rw", "nosuid", "nodev",
-                                                                                         "bind"))],
-      "env": ["CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50"],
+      "mounts": [*COMPUTE_UTILITY,
+                 (f"/run/gpuhook/mps/{NV0}/pipe", "/tmp/nvidia-mps", ("rw", "nosuid", "nodev", "bind")),
+                 (f"/run/gpuhook/mps/{NV0}/shm/shared", "/dev/shm", ("rw", "nosuid", "nodev", "noexec", "bind")),
+                 (f"/run/gpuhook/mps/{NV0}/log", "/var/log/nvidia-mps", ("ro", "nosuid", "nodev", "noexec", "bind"))],
+      "env": ["CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps", "CUDA_MPS_LOG_DIRECTORY=/var/log/nvidia-mps",
+              "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50"],
       "ldcache": LIBS, "drivers": NV_DRIVER, "gpus": [NV0], "hooks": TUNING_HOOKS,
       "settings": [("nvidia", NV0, "mps", f"/run/gpuhook/mps/{NV0}")],
-      "directories": [f"/run/gpuhook/mps/{NV0}/pipe"]}),
+      "directories": [f"/run/gpuhook/mps/{NV0}/pipe", f"/run/gpuhook/mps/{NV0}/log"],
+      "shared_memory": [f"/run/gpuhook/mps/{NV0}/shm"]}),
     ("nvidia-tuning-for-a-device-plugins-nodes", _ask(tuning=Tuning(power_limit=300)), (NVIDIA,), HostFacts(),
      _spec(devices=[{"path": "/dev/nvidia1", "type": "c", "major": 195, "minor": 1}]), _config(),
      {"hooks": TUNING_HOOKS, "drivers": NV_DRIVER, "gpus": [NV1],

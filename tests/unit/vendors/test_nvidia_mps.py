@@ -1,5 +1,7 @@
-"""The MPS daemon's directories: made below [tuning] mps_dir without following a planted link (issue 43, 8); the
-daemon known by the pid and start time gpuhook recorded in state_dir, never by the pipe directory (issue 43, 2)."""
+"""The MPS daemon's directories: made below [tuning] mps_dir without following a planted link (issue 43, 8); its
+shared memory a bounded tmpfs of its own, root's, that the daemon sees at /dev/shm and no other (issue 45, 6); the
+daemon known by the pid and start time gpuhook recorded in state_dir, never by the pipe directory (issue 43, 2).
+Run as root (CI does): make and start mount the tmpfs."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuhook import statefile
 from gpuhook.errors import TuningError
 from gpuhook.vendors.nvidia import mps
 
@@ -19,9 +22,57 @@ UUID = "GPU-00000000-0000-0000-0000-000000000001"
 PID_FILE = "nvidia-cuda-mps-control.pid"  # the daemon writes it where every client can write
 
 
-def test_make_puts_pipe_and_log_in_the_gpus_home(tmp_path: Path) -> None:
-    mps.make(f"{tmp_path}/mps/{UUID}")
-    assert (tmp_path / "mps" / UUID / "pipe").is_dir() and (tmp_path / "mps" / UUID / "log").is_dir()
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the daemon's shared memory is a tmpfs: mounts need root")
+
+
+def _mounts_below(path: Path) -> list[str]:
+    """The mount points at or below `path`, from this process's mountinfo."""
+    text = Path("/proc/self/mountinfo").read_text()
+    return [ln.split()[4] for ln in text.splitlines() if ln.split()[4].startswith(str(path))]
+
+
+@pytest.fixture(autouse=True)
+def _unmounted(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """No tmpfs a failed test made outlives it."""
+    yield
+    for m in reversed(_mounts_below(tmp_path)):
+        subprocess.run(["umount", "-l", m], check=False)
+
+
+def test_make_puts_pipe_log_and_shared_memory_in_the_gpus_home(tmp_path: Path) -> None:
+    home = tmp_path / "mps" / UUID
+    shared = mps.make(str(home))
+    assert (home / "pipe").is_dir() and (home / "log").is_dir()
+    assert shared == f"{home}/shm/shared"
+    fs, inner = os.stat(home / "shm"), os.stat(shared)
+    assert fs.st_dev != os.stat(home).st_dev and fs.st_uid == 0 and fs.st_mode & 0o7777 == 0o700  # root's alone
+    assert inner.st_dev == fs.st_dev and inner.st_mode & 0o7777 == 0o1777  # /dev/shm's mode, for every client
+    vfs = os.statvfs(shared)
+    assert vfs.f_blocks * vfs.f_frsize == statefile.SHM_SIZE and vfs.f_files == statefile.SHM_INODES
+    line = next(ln for ln in Path("/proc/self/mountinfo").read_text().splitlines()
+                if ln.split()[4] == str(home / "shm"))
+    assert {"nosuid", "nodev", "noexec"} <= set(line.split()[5].split(",")) and " - tmpfs " in line
+    mps.make(str(home))  # a second client's start: the same tmpfs, not a second one over it
+    assert _mounts_below(home) == [str(home / "shm")] and os.stat(shared).st_dev == fs.st_dev
+    statefile.remove_shared_memory(str(home / "shm"))
+    assert _mounts_below(home) == []
+
+
+def test_each_gpus_daemon_has_shared_memory_of_its_own(tmp_path: Path) -> None:
+    one, two = mps.make(f"{tmp_path}/mps/{UUID}"), mps.make(f"{tmp_path}/mps/{UUID[:-1]}2")
+    assert os.stat(one).st_dev != os.stat(two).st_dev
+    Path(one, "segment").write_text("x")
+    assert not Path(two, "segment").exists()
+
+
+def test_a_link_planted_at_the_shared_memory_is_not_followed(tmp_path: Path) -> None:
+    home = tmp_path / "mps" / UUID
+    home.mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    (home / "shm").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(TuningError, match=f"{home}/shm is a symbolic link"):
+        mps.make(str(home))
+    assert _mounts_below(tmp_path) == [] and list((tmp_path / "elsewhere").iterdir()) == []
 
 
 def test_a_link_planted_at_the_gpus_home_is_not_followed(tmp_path: Path) -> None:
@@ -64,6 +115,20 @@ def _started(control: str, tmp_path: Path) -> tuple[str, str, int]:
     record = json.loads((Path(state) / "mps" / f"{UUID}.json").read_text())
     assert record == {"gpu": UUID, "home": home, "pid": daemon[0], "start": daemon[1]}
     return home, state, daemon[0]
+
+
+def test_the_daemon_sees_its_shared_memory_at_dev_shm_and_its_stop_unmounts_it(control: str, tmp_path: Path) -> None:
+    """As NVIDIA's control daemon container has its shm at /dev/shm: the daemon gpuhook starts runs in a mount
+    namespace of its own with the GPU's tmpfs there, the host's /dev/shm untouched; its stop unmounts it."""
+    home, state, pid = _started(control, tmp_path)
+    seen, shared = os.stat(f"/proc/{pid}/root/dev/shm"), os.stat(f"{home}/shm/shared")
+    assert (seen.st_dev, seen.st_ino) == (shared.st_dev, shared.st_ino)
+    assert os.readlink(f"/proc/{pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt")
+    assert Path(home, "shm/shared/cuda.mps.control").read_text().split()[1] == f"{home}/pipe"  # the stub's memory
+    assert not Path("/dev/shm/cuda.mps.control").exists()
+    assert "started for " + UUID in Path(home, "log/control.log").read_text()
+    mps.stop(control, UUID, home, state)
+    assert _gone(pid) and not Path(home).exists() and _mounts_below(tmp_path) == []
 
 
 def test_the_daemon_is_found_from_proc_and_recorded_in_state_dir(control: str, tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from gpuhook.config import Config
     from gpuhook.host.inventory import Inventory
-    from gpuhook.plan.authority import PreparedClaim
+    from gpuhook.plan.authority import ClaimedDevice, PreparedClaim
     from gpuhook.vendors.contract import DraDevice
 
 CDI_KIND = "gpuhook.dev/claim"
@@ -69,7 +69,8 @@ def write_spec(path: str, record: PreparedClaim, devices: Mapping[str, DraDevice
                                   f"{env.node} any more (gone, or unhealthy): delete the pod to have it scheduled anew")
         vendor = get(c.vendor)
         plan = vendor.plan(inv, [d.gpu], DEFAULT_CAPABILITIES, on_node(inventory.root, env.node_root))
-        edits = Edits(device_nodes=plan.device_nodes, mounts=plan.mounts, env=(f"{vendor.ENV_KEY}=void",),
+        edits = Edits(device_nodes=plan.device_nodes, mounts=plan.mounts,
+                      env=(f"{vendor.ENV_KEY}=void", *_mps_client_env(c, d, env.config)),
                       additional_gids=plan.additional_gids)
         if c.request not in first:  # the request's hooks, once: the kubelet gives a container whole requests
             first.add(c.request)
@@ -84,6 +85,22 @@ def write_spec(path: str, record: PreparedClaim, devices: Mapping[str, DraDevice
     spec["cdiVersion"] = required_version(spec)
     os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
     write_text(path, fastjson.dumps(spec), mode=0o644)
+
+
+def _mps_client_env(c: ClaimedDevice, d: DraDevice, config: Config) -> tuple[str, ...]:
+    """An MPS client's env (its daemon's pipe and log directories as clients see them, CUDA_MPS_PIPE_DIRECTORY=
+    /tmp/nvidia-mps as NVIDIA's DRA driver's CDI edits set it, and its limits): the env a prestart hook cannot set.
+    The mounts (pipe, log, the daemon's shared memory at /dev/shm) name host directories and a tmpfs gpuhook makes
+    on the node when the container is created: the shim puts them in config.json, the prestart hook mounts them
+    live (a CDI spec written at prepare would name what may not exist yet)."""
+    tuning = dict(c.tuning)
+    if tuning.get("mps") != "true":
+        return ()
+    from gpuhook.request.tuning import parse_tuning
+    from gpuhook.vendors.registry import tuning as tuning_part
+
+    _, edits = tuning_part(c.vendor).sharing(parse_tuning(tuning), [d.gpu], config.tuning.mps_dir)
+    return edits.env
 
 
 def on_node(path: str, node_root: str) -> str:

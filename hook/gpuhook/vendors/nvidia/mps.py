@@ -1,7 +1,12 @@
 """NVIDIA MPS control daemons, one per GPU, run by gpuhook on the host: `nvidia-cuda-mps-control -d` with the GPU
-alone visible, its own pipe and log directories and `/` as its working directory, and `quit` on its control shell
-when the last container using it is gone. The directories are root's, under [tuning] mps_dir, made by the runtime
-before the container's mounts; the binary is the host driver's.
+alone visible, its own pipe, log and shared-memory directories and `/` as its working directory, and `quit` on its
+control shell when the last container using it is gone. The layout is NVIDIA's (the device plugin's
+<mps root>/<resource>/{pipe,log} and shm, the DRA driver's <plugin dir>/mps/<claim>/{pipe,log,shm}), one per GPU:
+<[tuning] mps_dir>/<UUID>/pipe, log and shm, root's, made by the runtime before the container's mounts. shm is a
+tmpfs of its own (statefile.make_shared_memory: bounded, root's); its directory `shared` is /dev/shm to the
+daemon, which runs in a mount namespace of its own with it bound there (as NVIDIA's control daemon container has
+it), and to every client (tuning.sharing), so that the daemon, its server and its clients share their POSIX shared
+memory, and no other GPU's clients see it. The binary is the host driver's.
 
 Every client has the pipe directory read-write, so nothing in it (the daemon's pid file, its control pipe) says
 which process is the daemon or whether it lives. gpuhook keeps what it started in its own state, root's alone:
@@ -10,7 +15,7 @@ once, when it has just started, from /proc alone (a process of the host's contro
 namespace, whose environment names this pipe directory), and stopped by that identity: `quit` first, then
 signals to that process (a pidfd where the kernel has one), each wait bounded. A recorded process that is gone,
 or whose start time differs, is a daemon that is gone. Runs a program; writes the daemon's directories and
-state_dir/mps/; signals the daemon."""
+state_dir/mps/; mounts its shared memory; signals the daemon."""
 
 from __future__ import annotations
 
@@ -22,7 +27,7 @@ import time
 
 from gpuhook.errors import TuningError
 from gpuhook.host.processes import alive, start_time
-from gpuhook.statefile import make_dirs, read_bounded
+from gpuhook.statefile import make_dirs, make_shared_memory, read_bounded, remove_shared_memory
 
 DEADLINE = 10.0  # seconds for the control program to start the daemon
 QUIT = 3.0  # seconds for `quit` on the control shell (then a second for the daemon to end) before it is signalled
@@ -30,6 +35,7 @@ SIGNALLED = 2.0  # seconds for the daemon to end after SIGTERM, then after SIGKI
 RECORDS = "mps"  # state_dir/mps/<UUID>.json: the daemons gpuhook started
 MAX_RECORD = 4096
 MAX_ENVIRON = 1 << 17
+SHM = "/dev/shm"  # where the daemon, its server and its clients share memory
 
 Daemon = tuple[int, str]  # (pid, start time)
 
@@ -39,16 +45,23 @@ def directories(home: str) -> tuple[str, str]:
     return f"{home}/pipe", f"{home}/log"
 
 
-def make(home: str) -> None:
-    """The daemon's directories (0755, root's; the pipe directory is where clients connect), made below [tuning]
-    mps_dir without following a link (statefile.make_dirs). Writes directories."""
+def shared_memory(home: str) -> str:
+    """The tmpfs of the daemon whose home is `home` (its directory statefile.SHARED is their /dev/shm)."""
+    return f"{home}/shm"
+
+
+def make(home: str) -> str:
+    """The daemon's directories (0755, root's; the pipe directory is where clients connect) and its shared memory
+    (a tmpfs of its own, statefile.make_shared_memory), made below [tuning] mps_dir without following a link; the
+    directory that is /dev/shm to the daemon and its clients. Writes directories; mounts a tmpfs."""
     from gpuhook.errors import UnsafePathError
 
-    for d in directories(home):
-        try:
+    try:
+        for d in directories(home):
             make_dirs(os.path.dirname(home), d)
-        except UnsafePathError as e:
-            raise TuningError(f"the MPS directory cannot be trusted: {e}") from e
+        return make_shared_memory(os.path.dirname(home), shared_memory(home))
+    except UnsafePathError as e:
+        raise TuningError(f"the MPS directory cannot be trusted: {e}") from e
 
 
 def start(control: str, uuid: str, home: str, state_dir: str) -> None:
@@ -85,6 +98,10 @@ def stop(control: str, uuid: str, home: str, state_dir: str) -> None:
         os.unlink(_record_path(state_dir, uuid))
     except FileNotFoundError:
         pass
+    try:
+        remove_shared_memory(shared_memory(home))
+    except OSError as e:
+        raise TuningError(f"the MPS shared memory of GPU {uuid} ({shared_memory(home)}): {e}") from e
     shutil.rmtree(home, ignore_errors=True)
 
 
@@ -225,11 +242,32 @@ def _record_path(state_dir: str, uuid: str) -> str:
 
 def _run(control: str, args: list[str], uuid: str, home: str, stdin: str,
          timeout: float) -> subprocess.CompletedProcess[str]:
+    """The control program, in a mount namespace of its own where the daemon's shared memory is /dev/shm (the
+    daemon it starts stays there; the control shell reaches its daemon through it too)."""
+    from gpuhook import syscalls  # noqa: F401 (ctypes loaded here, not in the child after the fork)
+    from gpuhook.statefile import SHARED
+
     pipe, log = directories(home)
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "CUDA_VISIBLE_DEVICES": uuid, "CUDA_MPS_PIPE_DIRECTORY": pipe,
            "CUDA_MPS_LOG_DIRECTORY": log}
+    shm = f"{shared_memory(home)}/{SHARED}"
+    if not os.path.isdir(shm) or os.path.islink(shm):
+        raise TuningError(f"GPU {uuid}: the MPS daemon's shared memory {shm} is missing: it is made with its "
+                          "directories (start)")
     try:  # cwd "/": the daemon keeps it, and no container's bundle is held busy by a host daemon
         return subprocess.run([control, *args], input=stdin, env=env, capture_output=True, text=True, cwd="/",
-                              timeout=timeout, check=False, start_new_session=True)
-    except (OSError, subprocess.TimeoutExpired) as e:
+                              timeout=timeout, check=False, start_new_session=True,
+                              preexec_fn=lambda: _enter(shm))  # the hook is one thread
+    except (OSError, subprocess.TimeoutExpired, subprocess.SubprocessError) as e:
         raise TuningError(f"nvidia-cuda-mps-control for GPU {uuid}: {e}") from e
+
+
+def _enter(shm: str) -> None:
+    """In the child before exec: a mount namespace of its own with `shm` bound at /dev/shm; a slave of the host's
+    (as runc makes a container's), so that what the host unmounts later (a container's root) is not held here.
+    Mounts."""
+    from gpuhook import syscalls
+
+    syscalls.unshare(syscalls.CLONE_NEWNS)
+    syscalls.mount(None, "/", None, syscalls.MS_REC | syscalls.MS_SLAVE)
+    syscalls.mount(shm, SHM, None, syscalls.MS_BIND)

@@ -39,13 +39,22 @@ def settings(tuning: Tuning, gpu: Gpu) -> tuple[Setting, ...]:
 
 
 MPS_PIPE = "/tmp/nvidia-mps"  # where CUDA looks for the MPS control daemon's pipes when nothing says otherwise
+MPS_LOG = "/var/log/nvidia-mps"  # and for its logs
+# NVIDIA's DRA driver gives a client its claim's pipe directory at /tmp/nvidia-mps and the daemon's shm at /dev/shm
+# (rw, nosuid, nodev, bind), its device plugin the same shm at /dev/shm; the daemon's tmpfs is noexec as theirs is
+_RW = ("rw", "nosuid", "nodev", "bind")
 
 
 def sharing(tuning: Tuning, gpus: Sequence[Gpu], directory: str) -> tuple[tuple[Setting, ...], Edits]:
     """MPS: one control daemon per GPU on the host (the setting `mps`, its value the daemon's directory
-    <directory>/<UUID>), its pipe directory mounted read-write at CUDA's default /tmp/nvidia-mps, and the client's
-    limits in env (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, CUDA_MPS_PINNED_DEVICE_MEM_LIMIT). One GPU a container: a
-    client reaches one control daemon."""
+    <directory>/<UUID>, mps.py), and what its clients need of it, as NVIDIA's drivers lay it out: its pipe
+    directory read-write at CUDA's default /tmp/nvidia-mps, its shared memory (<UUID>/shm/shared, a tmpfs of the
+    daemon's) at /dev/shm in place of the runtime's, its log directory read-only at /var/log/nvidia-mps, both
+    directories in env (CUDA_MPS_PIPE_DIRECTORY, CUDA_MPS_LOG_DIRECTORY), and the client's limits
+    (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, CUDA_MPS_PINNED_DEVICE_MEM_LIMIT). One GPU a container: a client reaches one
+    control daemon."""
+    from gpuhook.edits import SHARED_MEMORY
+    from gpuhook.statefile import SHARED
     from gpuhook.vendors.contract import Setting
 
     if not tuning.mps:
@@ -58,15 +67,17 @@ def sharing(tuning: Tuning, gpus: Sequence[Gpu], directory: str) -> tuple[tuple[
         raise RequestError(f"gpuhook.dev/mps on MIG device {gpu.slice or gpu.index}: gpuhook runs MPS on whole GPUs "
                            "only; ask for a whole GPU, or use the MIG device without MPS")
     home = f"{directory.rstrip('/')}/{gpu.uuid}"
-    env = [f"CUDA_MPS_PIPE_DIRECTORY={MPS_PIPE}"]
+    env = [f"CUDA_MPS_PIPE_DIRECTORY={MPS_PIPE}", f"CUDA_MPS_LOG_DIRECTORY={MPS_LOG}"]
     if tuning.mps_threads:
         env.append(f"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE={tuning.mps_threads}")
     if tuning.mps_memory:
         env.append(f"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0={tuning.mps_memory}M")
-    mount = Mount(f"{home}/pipe", MPS_PIPE, ("rw", "nosuid", "nodev", "bind"))
+    mounts = (Mount(f"{home}/pipe", MPS_PIPE, _RW),
+              Mount(f"{home}/shm/{SHARED}", SHARED_MEMORY, (*_RW[:3], "noexec", "bind")),
+              Mount(f"{home}/log", MPS_LOG, ("ro", "nosuid", "nodev", "noexec", "bind")))
     return ((Setting(vendor=NAME, gpu=gpu.uuid, index=gpu.index, pci=gpu.pci, device=gpu.uuid, name="mps",
                      value=home),),
-            Edits(mounts=(mount,), env=tuple(env)))
+            Edits(mounts=mounts, env=tuple(env)))
 
 
 def repartition(root: Root, gpu: Gpu, layout: dict[str, object], dry_run: bool = False) -> str:
