@@ -80,7 +80,8 @@ def planned(request: Request, spec: Spec, bundle: str, config: Config, log: Any,
             gpuhook_bin: str = "/usr/local/bin/gpuhook") -> Prepared:
     """The request decided inside `txn`, its lock held (a layout change waits for this container's record, then
     sees it; a count holds it alone, so the records read here are the truth). Reads the host, the records and the
-    image's files, writes procfs copies and MPS directories; PlanError or PolicyError when it cannot start."""
+    image's files (and, for tuning, the GPUs' own ranges through the vendors' backends), writes procfs copies and
+    MPS directories; PlanError or PolicyError when it cannot start, TuningError for a value a GPU cannot take."""
     from gpuhook.apply.spec import rootfs
 
     counted = counts(request)
@@ -105,8 +106,14 @@ def planned(request: Request, spec: Spec, bundle: str, config: Config, log: Any,
     warm = os.environ.get("GPUHOOK_WARM_SOCKET")  # the hooks ask the warm helper the shim was told to ask
     prepared = decide(request, inventory, facts, spec, config, gpuhook_bin,
                       () if warm is None else (f"GPUHOOK_WARM_SOCKET={warm}",))
+    if prepared.settings:  # the GPUs' own ranges, before anything is written (the prestart hook's set: the last guard)
+        from gpuhook.tuning.backends import check_ranges
+
+        check_ranges(root, config.state_dir, prepared.settings)
     for directory in prepared.directories:  # before the runtime mounts them (the daemons start at prestart)
         _make_directory(config.tuning.mps_dir, directory)
+    for tmpfs in prepared.shared_memory:  # a daemon's /dev/shm: the same tmpfs for it and every client
+        _make_directory(config.tuning.mps_dir, tmpfs, shared=True)
     if prepared.procfs:
         from gpuhook.apply import procfs_copy
 
@@ -225,14 +232,18 @@ def _edited(spec: Spec, bundle: str, container_id: str, config: Config, runtime_
     return new, prepared.warnings
 
 
-def _make_directory(base: str, path: str) -> None:
+def _make_directory(base: str, path: str, shared: bool = False) -> None:
     """A host directory a mount of the container needs (an MPS daemon's pipes), root's and 0755, made below `base`
-    ([tuning] mps_dir) without following a link (statefile.make_dirs); PlanError when something else is in its
-    place. Writes directories."""
+    ([tuning] mps_dir) without following a link (statefile.make_dirs), or (`shared`) a daemon's shared memory,
+    a bounded tmpfs of its own (statefile.make_shared_memory); PlanError when something else is in its place.
+    Writes directories; mounts a tmpfs."""
     from gpuhook.errors import UnsafePathError
-    from gpuhook.statefile import make_dirs
+    from gpuhook.statefile import make_dirs, make_shared_memory
 
     try:
-        make_dirs(base, path)
+        if shared:
+            make_shared_memory(base, path)
+        else:
+            make_dirs(base, path)
     except UnsafePathError as e:
         raise PlanError(f"{e}: gpuhook will not mount it into a container") from e

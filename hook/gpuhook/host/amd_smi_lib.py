@@ -100,6 +100,12 @@ class AmdSmi:
         self._call("amdsmi_get_power_cap_info", handle, _u32(0), ctypes.byref(info))
         return int(info.power_cap)
 
+    def power_cap_range(self, handle: ctypes.c_void_p) -> tuple[int, int]:
+        """The lowest and highest power cap the board takes, in microwatts (sensor 0)."""
+        info = _PowerCapInfo()
+        self._call("amdsmi_get_power_cap_info", handle, _u32(0), ctypes.byref(info))
+        return int(info.min_power_cap), int(info.max_power_cap)
+
     def set_power_cap(self, handle: ctypes.c_void_p, microwatts: int) -> None:
         self._call("amdsmi_set_power_cap", handle, _u32(0), _u64(microwatts))
 

@@ -16,7 +16,7 @@ from gpuhook.apply.cdi import build
 from gpuhook.apply.spec import apply_edits
 from gpuhook.config import Policy
 from gpuhook.edits import DeviceNode, Edits
-from gpuhook.errors import RequestError
+from gpuhook.errors import RequestError, TuningError
 from gpuhook.host.devnodes import read_node
 from gpuhook.host.inventory import Gpu, VendorInventory
 from gpuhook.host.root import Root
@@ -99,6 +99,10 @@ class ToyTuning:
 
             def set(self, s: Setting, value: str) -> None:
                 values[s.key] = value
+
+            def check(self, s: Setting) -> None:
+                if s.value == "refused":
+                    raise TuningError(f"toy GPU cannot take {s.key}={s.value}")
 
             def close(self) -> None:
                 pass
@@ -290,11 +294,13 @@ def test_a_toy_vendor_in_tuning_partitions_and_the_stack_check(toy_host: Root, t
 def test_a_toy_vendor_in_dra_and_doctor(toy_host: Root, tmp_path: Path) -> None:
     from gpuhook.cli.doctor import run_checks
     from gpuhook.config import Config
-    from gpuhook.kubernetes.dra.devices import describe, device_json
+    from gpuhook.kubernetes.dra.devices import device_json
+    from gpuhook.kubernetes.dra.taints import Xids, describe
 
     inventory = discover(toy_host)
-    devices, left = describe(inventory, toy_host)
-    assert [d.name for d in devices] == ["toy-0", "toy-1"] and left == {}
+    described = describe(inventory, toy_host, Xids(), {})
+    assert [(d.name, found) for d, found in described] == [("toy-0", ()), ("toy-1", ())]
+    devices = [d for d, _ in described]
     published, _ = device_json(devices[0], -1, "")
     assert published["attributes"]["gpu.toy.example/productName"] == {"string": "Toy 1"}
     assert published["capacity"]["memory"] == {"value": str(1 << 30)}

@@ -41,6 +41,7 @@ from gpuhook.apply.cdi_edits import CdiContext
 from gpuhook.errors import GpuhookError, KubernetesError
 from gpuhook.kubernetes.dra import cdi
 from gpuhook.kubernetes.dra.config import tuning_by_request
+from gpuhook.kubernetes.dra.partitionable import Maker
 from gpuhook.plan.authority import ClaimedDevice, PreparedClaim
 from gpuhook.request.ids import is_decimal
 
@@ -68,6 +69,8 @@ class Preparer:
                          config_path=config.path, hook_timeout=config.hook_timeout,
                          helper=helper, ldconfig=config.ldconfig, state_dir=config.state_dir)
         self._spec_env = cdi.SpecEnv(config=config, ctx=ctx, hook_bin=hook_bin, node_root=node_root, node=node)
+        # partitions made on demand ([kubernetes] partitions = "dynamic"): made at prepare (dra/partitionable.py)
+        self.partitions = Maker(config, node_root) if config.kubernetes.partitions == "dynamic" else None
 
     def prepare(self, namespace: str, uid: str, name: str, devices: Mapping[str, DraDevice],
                 inventory: Inventory) -> list[tuple[str, str, str, str]]:
@@ -77,11 +80,15 @@ class Preparer:
         record = claims.load(self._config.state_dir, uid)
         if record is None:
             record = self._allocated(namespace, uid, name, devices, inventory)
+            if self.partitions is not None:
+                record, devices, inventory = self.partitions.make(record, devices, inventory)
             cdi.write_spec(self.spec_path(record.uid), record, devices, inventory, self._spec_env)
             if self._checkpoint:
                 claims.save(self._checkpoint, record)
             claims.save(self._config.state_dir, record)
         elif not os.path.exists(self.spec_path(uid)):  # a CDI directory emptied under a prepared claim
+            if self.partitions is not None:
+                record, devices, inventory = self.partitions.view(record, devices, inventory)
             cdi.write_spec(self.spec_path(record.uid), record, devices, inventory, self._spec_env)
         return [(d.request, d.device, f"{cdi.CDI_KIND}={uid}-{d.device}", d.share) for d in record.devices]
 
@@ -93,6 +100,8 @@ class Preparer:
             claims.remove(self._checkpoint, uid)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.spec_path(uid))
+        if self.partitions is not None:  # what was made for the claim, once no container holds it
+            self.partitions.remove(uid)
 
     def restore(self, devices: Mapping[str, DraDevice], inventory: Inventory) -> tuple[list[str], list[str]]:
         """Every checkpointed claim's record and CDI spec, where /run lost them (a reboot): what the kubelet's own
@@ -104,6 +113,8 @@ class Preparer:
                     self.spec_path(record.uid)):
                 continue
             try:
+                if self.partitions is not None:
+                    record, devices, inventory = self.partitions.view(record, devices, inventory)
                 cdi.write_spec(self.spec_path(record.uid), record, devices, inventory, self._spec_env)
             except GpuhookError as e:
                 problems.append(str(e))
@@ -136,7 +147,12 @@ class Preparer:
             raise KubernetesError(f"claim {namespace}/{name} has no device of {self._driver} allocated on node "
                                   f"{self._node}")
         requests = sorted({str(r.get("request", "")) for r in results})
-        tuning = tuning_by_request(allocation.get("config") or [], self._driver, requests, f"{namespace}/{name}")
+        vendors: dict[str, set[str]] = {}  # a vendor's own driver's configuration is read for its GPUs only
+        for r in results:
+            d = devices.get(str(r.get("device")))
+            vendors.setdefault(str(r.get("request", "")).partition("/")[0], set()).add(d.gpu.vendor if d else "")
+        tuning = tuning_by_request(allocation.get("config") or [], self._driver, requests, f"{namespace}/{name}",
+                                   vendors)
         out = []
         for r in results:
             d = devices.get(str(r.get("device")))
@@ -178,11 +194,15 @@ class Preparer:
                       inventory: Inventory) -> None:
         """The request's configuration, checked as its annotations would be, where the pod's events show it: its
         values, what a tenant of a shared GPU may ask (plan/shared_gpu.py, as the runtime checks it again at each
-        start), [tuning] policy and the rule for slices. KubernetesError naming the claim and request."""
+        start), [tuning] policy, the rule for slices and the GPU's own ranges (tuning/backends.check_ranges: its
+        clocks, power limits, fans). KubernetesError naming the claim and request. Reads the GPU (NVML, amd-smi or
+        sysfs) where a setting is asked."""
+        from gpuhook.host.root import Root
         from gpuhook.plan.authority import claimed_grant
         from gpuhook.plan.shared_gpu import check
         from gpuhook.plan.tuning import check_policy, settings_for
         from gpuhook.request.tuning import GPU_CONFIG_FIELDS, parse_tuning
+        from gpuhook.tuning.backends import check_ranges
         from gpuhook.vendors.registry import tuning as tuning_part
 
         where = f"claim {namespace}/{name}, request {claimed.request}"
@@ -197,7 +217,9 @@ class Preparer:
                   lambda key: f"{fields.get(key, key)} in the GpuConfig")
             check_policy(tuning, self._config.tuning)
             if inv is not None:
-                settings_for(tuning, [(inv, [d.gpu])], self._config.tuning.shared_slices)
-                tuning_part(inv.vendor).sharing(tuning, [d.gpu], self._config.tuning.mps_dir)
+                settings = settings_for(tuning, [(inv, [d.gpu])], self._config.tuning.shared_slices)
+                shared, _ = tuning_part(inv.vendor).sharing(tuning, [d.gpu], self._config.tuning.mps_dir)
+                # the GPU's own ranges, as the shim checks them before runc (the prestart hook's set: last)
+                check_ranges(Root(self._config.host_root), self._config.state_dir, (*settings, *shared))
         except GpuhookError as e:
             raise KubernetesError(f"{where}: {e}") from e

@@ -1,7 +1,9 @@
 """AMD tuning: through amd-smi where the host's libamd_smi loads (host/amd_smi_lib.py), else amdgpu's sysfs files;
 fans always through amdgpu's hwmon files (amd-smi cannot say whether a fan follows the driver's curve, so it could
 not give back a fan an admin had fixed). Values are text: perf_level by name, sclk 'MIN-MAX' or 'default', power_cap
-in microwatts, fan 'auto' or a percent (and, as an original, 'manual <pwm>' or 'full')."""
+in microwatts, fan 'auto' or a percent (and, as an original, 'manual <pwm>' or 'full'). Each backend's `check` knows
+the GPU's own ranges (amd-smi's, else the sysfs files': pp_dpm_sclk's levels, power1_cap_min/max, pwm1_min/max);
+`set` asks it of a value asked, last."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import os
 
 from gpuhook.errors import TuningError
 from gpuhook.host.amd_smi_lib import PERF_LEVELS
+from gpuhook.vendors.amd import ranges
 from gpuhook.vendors.contract import Setting
 
 TYPE_CHECKING = False
@@ -33,13 +36,6 @@ def _pair(pairs: dict[str, _Pair], s: Setting, backend: str) -> _Pair:
     return pairs[s.name]
 
 
-def _within(s: Setting, lo: int, hi: int, least: int, most: int) -> None:
-    """Refuse a graphics clock range outside the GPU's own (its lowest and highest sclk), naming both."""
-    if not least <= lo <= hi <= most:
-        asked = f"{lo} MHz" if lo == hi else f"{lo}-{hi} MHz"
-        raise TuningError(f"GPU {s.index} ({s.pci}) runs its graphics clock within {least}-{most} MHz: {asked} refused")
-
-
 class AmdSmiBackend:
     """amd-smi on the host root's libamd_smi.so (called through host/amd_smi_lib.py: no amdsmi package in the
     hooks); holds one session until close()."""
@@ -61,8 +57,14 @@ class AmdSmiBackend:
             "perf_level": (self._perf_level, lambda s, v: self._smi.set_perf_level(self._handle(s), PERF_LEVELS[v])),
             "power_cap": (lambda s: str(self._smi.power_cap(self._handle(s))),
                           lambda s, v: self._smi.set_power_cap(self._handle(s), int(v))),
-            "sclk": (self._default, self._set_sclk),
+            "sclk": (self._default, lambda s, v: self._smi.set_sclk_range(self._handle(s), *ranges.mhz_range(v))
+                     if v != "default" else None),
             "fan": (files.get, files.set),
+        }
+        # setting -> the check of a value asked (fans: amdgpu's files, as they are set)
+        self._checks: dict[str, Callable[[Setting], None]] = {
+            "perf_level": self._known, "power_cap": self._check_power_cap, "sclk": self._check_sclk,
+            "fan": files.check,
         }
 
     def close(self) -> None:
@@ -78,12 +80,34 @@ class AmdSmiBackend:
             raise TuningError(f"amd-smi cannot read {s.name} of GPU {s.index} ({s.pci}): {e}") from e
 
     def set(self, s: Setting, value: str) -> None:
-        """Apply a value; the clock range's 'default' comes back with the performance level's restore."""
+        """Apply a value, the value asked (`s.value`) checked first; the clock range's 'default' comes back with the
+        performance level's restore."""
         _, setter = _pair(self._pairs, s, "amd-smi")
+        if value == s.value:
+            self.check(s)
         try:
             setter(s, value)
         except self._error as e:
             raise TuningError(f"amd-smi cannot set {s.name}={value} on GPU {s.index} ({s.pci}): {e}") from e
+
+    def check(self, s: Setting) -> None:
+        """TuningError where the GPU cannot take `s.value`: outside amd-smi's sclk or power-cap range, a fan
+        amdgpu's files cannot drive (SysfsBackend.check). Reads the GPU; writes nothing."""
+        _pair(self._pairs, s, "amd-smi")
+        try:
+            self._checks[s.name](s)
+        except self._error as e:
+            raise TuningError(f"amd-smi cannot tell what {s.name} GPU {s.index} ({s.pci}) takes: {e}") from e
+
+    def _known(self, s: Setting) -> None:
+        self._handle(s)  # a GPU amd-smi does not know is refused by name
+
+    def _check_power_cap(self, s: Setting) -> None:
+        ranges.power_cap(s, *self._smi.power_cap_range(self._handle(s)), "amd-smi")
+
+    def _check_sclk(self, s: Setting) -> None:
+        if s.value != "default":
+            ranges.clocks(s, *self._smi.sclk_range(self._handle(s)))
 
     def _perf_level(self, s: Setting) -> str:
         level = self._smi.perf_level(self._handle(s))
@@ -92,13 +116,6 @@ class AmdSmiBackend:
     def _default(self, s: Setting) -> str:
         self._handle(s)  # a GPU amd-smi does not know is refused by name
         return "default"
-
-    def _set_sclk(self, s: Setting, value: str) -> None:
-        h = self._handle(s)
-        if value != "default":
-            lo, hi = (int(x) for x in value.split("-"))
-            _within(s, lo, hi, *self._smi.sclk_range(h))
-            self._smi.set_sclk_range(h, lo, hi)
 
     def _handle(self, s: Setting) -> c_void_p:
         if s.pci not in self._handles:
@@ -119,9 +136,15 @@ class SysfsBackend:
         # setting -> (get, set)
         self._pairs: dict[str, _Pair] = {
             "perf_level": (lambda s: self._read(s, _LEVEL), lambda s, v: self._write(s, _LEVEL, v)),
-            "power_cap": (lambda s: self._read(s, self._hwmon(s, "power1_cap")), self._set_power_cap),
+            "power_cap": (lambda s: self._read(s, self._hwmon(s, "power1_cap")),
+                          lambda s, v: self._write(s, self._hwmon(s, "power1_cap"), v)),
             "fan": (self._fan, self._set_fan),
             "sclk": (lambda s: "levels " + " ".join(str(i) for i, _ in self._sclk_levels(s)), self._set_sclk),
+        }
+        # setting -> the check of a value asked against the GPU's own files
+        self._checks: dict[str, Callable[[Setting], None]] = {
+            "perf_level": self._check_level, "power_cap": self._check_power_cap,
+            "fan": self._check_fan, "sclk": self._check_sclk,
         }
 
     def close(self) -> None:
@@ -133,9 +156,41 @@ class SysfsBackend:
         return getter(s)
 
     def set(self, s: Setting, value: str) -> None:
-        """Write a value; sclk writes the indices of the DPM levels inside the range (manual level needed)."""
+        """Write a value, the value asked (`s.value`) checked first; sclk writes the indices of the DPM levels
+        inside the range (manual level needed)."""
         _, setter = _pair(self._pairs, s, "amdgpu's sysfs")
+        if value == s.value:
+            self.check(s)
         setter(s, value)
+
+    def check(self, s: Setting) -> None:
+        """TuningError where the GPU cannot take `s.value`: no performance level file, a clock range outside its
+        pp_dpm_sclk levels or holding none, a power cap outside power1_cap_min/power1_cap_max, no fan, a speed
+        outside pwm1_min/pwm1_max. Reads the GPU's files; writes nothing."""
+        _pair(self._pairs, s, "amdgpu's sysfs")
+        self._checks[s.name](s)
+
+    def _check_level(self, s: Setting) -> None:
+        if not os.path.isfile(f"{self._device(s)}/{_LEVEL}"):  # a GPU discovery does not know: said by _device
+            raise TuningError(f"GPU {s.index} ({s.pci}) has no {_LEVEL} (amdgpu sets no performance level on it): "
+                              "remove gpuhook.dev/perf-level and gpuhook.dev/clocks")
+
+    def _check_power_cap(self, s: Setting) -> None:
+        cap = self._hwmon(s, "power1_cap")
+        least, most = (self._read_optional(s, cap + end) for end in ("_min", "_max"))
+        ranges.power_cap(s, ranges.number(least, 0), ranges.number(most, 0), "power1_cap_min/power1_cap_max")
+
+    def _check_sclk(self, s: Setting) -> None:
+        if s.value == "default" or s.value.startswith("levels "):
+            return
+        levels = [mhz for _, mhz in self._sclk_levels(s)]
+        ranges.clocks(s, min(levels), max(levels), levels)
+
+    def _check_fan(self, s: Setting) -> None:
+        enable = self._fan_file(s, "pwm1_enable")
+        if s.value not in ("auto", "full"):
+            least, most = (self._read_optional(s, enable.replace("enable", m)) for m in ("min", "max"))
+            ranges.fan(s, ranges.number(least, 0), ranges.number(most, 255))
 
     def _fan(self, s: Setting) -> str:
         mode = self._read(s, self._fan_file(s, "pwm1_enable"))
@@ -143,26 +198,12 @@ class SysfsBackend:
             return "manual " + self._read(s, self._fan_file(s, "pwm1"))
         return "full" if mode == "0" else "auto"
 
-    def _set_power_cap(self, s: Setting, value: str) -> None:
-        cap = self._hwmon(s, "power1_cap")
-        most = self._read_optional(s, cap.replace("power1_cap", "power1_cap_max"))
-        if most.isdigit() and value.isdigit() and int(value) > int(most):
-            raise TuningError(f"GPU {s.index} ({s.pci}) takes a power cap of at most {int(most) // 1_000_000} W "
-                              f"(power1_cap_max): {int(value) // 1_000_000} W refused")
-        self._write(s, cap, value)
-
     def _set_sclk(self, s: Setting, value: str) -> None:
         if value.startswith("levels "):  # a restore: every level the GPU had
             self._write(s, "pp_dpm_sclk", value.removeprefix("levels "))
         elif value != "default":  # the kernel drops forced levels when the performance level leaves manual
-            lo, hi = (int(x) for x in value.split("-"))
-            levels = self._sclk_levels(s)
-            _within(s, lo, hi, min(m for _, m in levels), max(m for _, m in levels))
-            chosen = [str(i) for i, mhz in levels if lo <= mhz <= hi]
-            if not chosen:
-                have = ", ".join(str(m) for _, m in levels)
-                raise TuningError(f"GPU {s.index} ({s.pci}) has sclk levels {have} MHz: none within {value}")
-            self._write(s, "pp_dpm_sclk", " ".join(chosen))
+            lo, hi = ranges.mhz_range(value)
+            self._write(s, "pp_dpm_sclk", " ".join(str(i) for i, mhz in self._sclk_levels(s) if lo <= mhz <= hi))
 
     def _set_fan(self, s: Setting, value: str) -> None:
         """pwm1_enable 2 (automatic), 1 with pwm1 (manual, 0-255 within pwm1_min/pwm1_max), or 0 (full speed)."""
@@ -170,16 +211,7 @@ class SysfsBackend:
         if value in ("auto", "full"):
             self._write(s, enable, "2" if value == "auto" else "0")
             return
-        if value.startswith("manual "):
-            pwm = int(value.removeprefix("manual "))
-        else:
-            least, most = (int(self._read_optional(s, enable.replace("enable", m)) or d)
-                           for m, d in (("min", 0), ("max", 255)))
-            pwm = (int(value) * 255 + 50) // 100
-            if not least <= pwm <= most:
-                low, high = (-(-least * 100 // 255), most * 100 // 255)
-                raise TuningError(f"GPU {s.index} ({s.pci}) runs its fan at {low}-{high}% (pwm1_min/pwm1_max "
-                                  f"{least}-{most}): {value}% refused")
+        pwm = int(value.removeprefix("manual ")) if value.startswith("manual ") else ranges.pwm(value)
         self._write(s, enable, "1")
         self._write(s, enable.replace("_enable", ""), str(pwm))
 

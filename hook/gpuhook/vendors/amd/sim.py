@@ -132,9 +132,12 @@ def amdgpu_sysfs(root: str, device: str, fans: int, product: str = PRODUCT_NAME,
     write(root, f"{device}/power_dpm_force_performance_level", "auto\n")
     write(root, f"{device}/pp_dpm_sclk", "0: 500Mhz *\n1: 1200Mhz\n2: 1700Mhz\n3: 2100Mhz\n")
     write(root, f"{device}/hwmon/hwmon0/power1_cap", "300000000\n")
+    write(root, f"{device}/hwmon/hwmon0/power1_cap_min", "100000000\n")  # the range amd-smi's stub says too
     write(root, f"{device}/hwmon/hwmon0/power1_cap_max", "750000000\n")
     if product:
         write(root, f"{device}/product_name", product + "\n")
+    for block in ("umc", "gfx", "sdma", "mmhub"):  # RAS counters, clear (testing/faults.py raises errors)
+        write(root, f"{device}/ras/{block}_err_count", "ue: 0\nce: 0\n")
     if fans:
         for name, value in (("pwm1_enable", 2), ("pwm1", 89), ("pwm1_min", 51), ("pwm1_max", 255)):
             write(root, f"{device}/hwmon/hwmon0/{name}", f"{value}\n")

@@ -1,5 +1,6 @@
 """AMD's tuning part: the performance level, sclk levels, the power cap and fans through amd-smi where it loads,
-else amdgpu's sysfs files (backends.py, settings.py); compute and memory partition modes (partitions.py)."""
+else amdgpu's sysfs files (backends.py, settings.py; the refusals naming a GPU's own ranges: ranges.py); compute and
+memory partition modes (partitions.py)."""
 
 from __future__ import annotations
 

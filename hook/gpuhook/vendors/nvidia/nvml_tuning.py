@@ -42,6 +42,11 @@ class NvmlBackend:
             "compute_mode": (self._compute_mode, self._set_compute_mode),
             "mps": (lambda s: "off", self._mps),
         }
+        # setting -> the check of a value asked against the GPU's own range (or what it has: fans, MPS's program)
+        self._checks: dict[str, Callable[[Setting, str], None]] = {
+            "clocks": self._check_clocks, "power_limit": self._check_power_limit, "fan": self._check_fans,
+            "compute_mode": lambda s, v: None, "mps": self._check_mps,
+        }
 
     def close(self) -> None:
         """End the NVML session."""
@@ -57,12 +62,26 @@ class NvmlBackend:
             raise TuningError(f"NVML cannot read {s.name} of GPU {s.index} ({s.gpu}): {e}") from e
 
     def set(self, s: Setting, value: str) -> None:
-        """Apply a value on the host GPU."""
+        """Apply a value on the host GPU; the value asked (`s.value`, not an original given back) is checked first,
+        the last guard of `check`."""
         _, setter = self._pair(s)
+        if value == s.value:
+            self.check(s)
         try:
             setter(s, value)
         except self._error as e:
             raise TuningError(f"NVML cannot set {s.name}={value} on GPU {s.index} ({s.gpu}): {e}") from e
+
+    def check(self, s: Setting) -> None:
+        """TuningError where the GPU cannot take `s.value`: outside its supported graphics clocks, its power-limit
+        constraints or its fan speeds, a GPU without a fan, a host without MPS's control program; NVML's own failure
+        to say. Reads the GPU; writes nothing."""
+        self._pair(s)
+        try:
+            self._handle(s)  # a GPU NVML does not know is refused by name
+            self._checks[s.name](s, s.value)
+        except self._error as e:
+            raise TuningError(f"NVML cannot tell what {s.name} GPU {s.index} ({s.gpu}) takes: {e}") from e
 
     def _pair(self, s: Setting) -> tuple[Callable[[Setting], str], Callable[[Setting, str], None]]:
         """The (get, set) pair of a setting."""
@@ -80,19 +99,27 @@ class NvmlBackend:
             self._nvml.reset_clocks(h)
             return
         lo, hi = (int(x) for x in value.split("-"))
-        least, most = self._graphics_clocks(h)
-        if not least <= lo <= hi <= most:  # NVML would clamp or take 32 bits: refuse with the range
-            raise TuningError(f"GPU {s.index} ({s.gpu}) locks its graphics clock within {least}-{most} MHz: "
-                              f"{_mhz(lo, hi)} refused")
         self._nvml.lock_clocks(h, lo, hi)
 
+    def _check_clocks(self, s: Setting, value: str) -> None:
+        """A locked range within the GPU's supported graphics clocks: NVML would clamp it, or take 32 bits."""
+        if value == "unlocked":
+            return
+        lo, hi = (int(x) for x in value.split("-"))
+        least, most = self._graphics_clocks(self._handle(s))
+        if not least <= lo <= hi <= most:
+            raise TuningError(f"GPU {s.index} ({s.gpu}) locks its graphics clock within {least}-{most} MHz: "
+                              f"{_mhz(lo, hi)} refused")
+
     def _set_power_limit(self, s: Setting, value: str) -> None:
-        h = self._handle(s)
-        lo, hi = self._nvml.power_limit_range(h)
-        if not lo <= int(value) <= hi:  # NVML takes 32 bits: nothing outside the board's range is sent
+        self._nvml.set_power_limit(self._handle(s), int(value))
+
+    def _check_power_limit(self, s: Setting, value: str) -> None:
+        """Milliwatts within the board's power-limit constraints: NVML takes 32 bits, nothing outside is sent."""
+        lo, hi = self._nvml.power_limit_range(self._handle(s))
+        if not lo <= int(value) <= hi:
             raise TuningError(f"GPU {s.index} ({s.gpu}) takes a power limit of {lo // 1000}-{hi // 1000} W: "
                               f"{int(value) // 1000} W refused")
-        self._nvml.set_power_limit(h, int(value))
 
     def _compute_mode(self, s: Setting) -> str:
         mode = self._nvml.compute_mode(self._handle(s))
@@ -105,12 +132,7 @@ class NvmlBackend:
         """Start the GPU's MPS control daemon in directory `value`, or ('off') make the one in s.value quit."""
         from gpuhook.vendors.nvidia import mps
 
-        if not self._mps_control:
-            raise TuningError(f"GPU {s.index} ({s.gpu}): the host has no nvidia-cuda-mps-control (the driver's "
-                              "compute utilities) to run MPS with")
-        if not self._state_dir:
-            raise TuningError(f"GPU {s.index} ({s.gpu}): MPS daemons are recorded in state_dir, and this backend "
-                              "was given none")
+        self._check_mps(s, value)
         if value == "off":
             mps.stop(self._mps_control, s.device, s.value, self._state_dir)
         else:
@@ -145,19 +167,31 @@ class NvmlBackend:
     def _set_fans(self, s: Setting, value: str) -> None:
         h = self._handle(s)
         count = self._count_fans(s, h)
-        if value.startswith("fans "):  # an original, fan by fan
-            each = value.removeprefix("fans ").split(",")
-        else:
-            each = [value] * count
-            if value != "auto":
-                least, most = self._nvml.fan_range(h)
-                if not least <= int(value) <= most:
-                    raise TuningError(f"GPU {s.index} ({s.gpu}) runs its fans at {least}-{most}%: {value}% refused")
+        # an original, fan by fan, or one speed (or auto) for every fan
+        each = value.removeprefix("fans ").split(",") if value.startswith("fans ") else [value] * count
         for fan, speed in enumerate(each[:count]):
             if speed == "auto":
                 self._nvml.auto_fan(h, fan)
             else:
                 self._nvml.set_fan(h, fan, int(speed))
+
+    def _check_mps(self, s: Setting, value: str) -> None:
+        """The host's control program to run the daemon with, and state_dir to record it in."""
+        if not self._mps_control:
+            raise TuningError(f"GPU {s.index} ({s.gpu}): the host has no nvidia-cuda-mps-control (the driver's "
+                              "compute utilities) to run MPS with")
+        if not self._state_dir:
+            raise TuningError(f"GPU {s.index} ({s.gpu}): MPS daemons are recorded in state_dir, and this backend "
+                              "was given none")
+
+    def _check_fans(self, s: Setting, value: str) -> None:
+        """A board with fans, and a fixed speed within NVML's minimum and maximum fan speed."""
+        h = self._handle(s)
+        self._count_fans(s, h)
+        if value != "auto" and not value.startswith("fans "):
+            least, most = self._nvml.fan_range(h)
+            if not least <= int(value) <= most:
+                raise TuningError(f"GPU {s.index} ({s.gpu}) runs its fans at {least}-{most}%: {value}% refused")
 
     def _graphics_clocks(self, h: c_void_p) -> tuple[int, int]:
         """The lowest and highest graphics clock the GPU supports (at its highest memory clock), MHz; from the
