@@ -27,6 +27,7 @@ NAMESPACE = "gpuhook-system"
 HOST_DIR = "/opt/gpuhook"  # the chart's hostDir: /usr is read-only on this node
 UNIT = "/etc/systemd/system/gpuhook-warm.service"
 LABELS = "/etc/kubernetes/node-feature-discovery/features.d/gpuhook"
+DROP_IN = "/etc/containerd/conf.d/99-gpuhook.toml"  # gpuhook configure containerd's registration
 
 
 @pytest.fixture(scope="module", params=["containerd-1.6", "containerd-2"])
@@ -89,7 +90,9 @@ def test_the_daemonset_installs_gpuhook_and_registers_it_with_containerd(
         installed: tuple[ControlPlane, InstalledNode]) -> None:
     _, n = installed
     config = n.box.path("/etc/containerd/config.toml").read_text()
-    assert f"{HOST_DIR}/bin/gpuhook-runtime" in config, config  # gpuhook configure containerd, from the copy
+    assert "conf.d/*.toml" in config and "gpuhook-runtime" not in config, config  # the one edit: imports
+    drop_in = n.box.path(DROP_IN).read_text()  # gpuhook configure containerd's drop-in, from the copy
+    assert f"{HOST_DIR}/bin/gpuhook-runtime" in drop_in, drop_in
     assert "restart containerd" in n.box.asked and n.box.services["containerd"].restarts >= 1, n.box.asked
     assert n.box.path(f"{HOST_DIR}/share/gpuhook/BUILD").is_file()
     assert not n.box.path("/usr/local/bin/gpuhook").exists()  # not linked where /usr is read-only
@@ -195,7 +198,7 @@ def test_time_slicing_set_by_helm_upgrade_reaches_the_nodes_capacity(
     assert "nvidia.com/gpu.replicas=2" in labels and "nvidia.com/gpu.sharing-strategy=time-slicing" in labels
     assert "replicas = 2" in n.box.path("/etc/gpuhook/config.toml").read_text()
     assert n.box.services["containerd"].restarts >= restarts + 2  # unregistered, then registered anew
-    assert f"{HOST_DIR}/bin/gpuhook-runtime" in n.box.path("/etc/containerd/config.toml").read_text()
+    assert f"{HOST_DIR}/bin/gpuhook-runtime" in n.box.path(DROP_IN).read_text()
     assert not n.box.path(f"{HOST_DIR}.old").exists() and not n.box.path(f"{HOST_DIR}.new").exists()
 
 
@@ -218,7 +221,8 @@ def assert_left_as_it_was(n: InstalledNode) -> None:
     assert n.box.asked[-2:] == ["restart containerd", "stop gpuhook-warm"], n.box.asked
     warm = n.box.services["gpuhook-warm"]
     assert warm.stopped and warm.poll() is not None
-    left = [p for p in (HOST_DIR, f"{HOST_DIR}.new", f"{HOST_DIR}.old", UNIT, LABELS, "/etc/gpuhook/config.toml",
-                        "/etc/containerd/config.toml.gpuhook-orig", "/etc/containerd/config.toml.gpuhook-orig.absent")
+    left = [p for p in (HOST_DIR, f"{HOST_DIR}.new", f"{HOST_DIR}.old", UNIT, LABELS, DROP_IN,
+                        "/etc/gpuhook/config.toml", "/etc/containerd/config.toml.gpuhook-orig",
+                        "/etc/containerd/config.toml.gpuhook-orig.absent")
             if n.box.path(p).exists()]
     assert not left, left

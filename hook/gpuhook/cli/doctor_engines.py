@@ -1,10 +1,14 @@
-"""`gpuhook doctor`'s engine checks, over the engines' records (engines/table.py): which installed engines have
-gpuhook registered (an engine whose config file is absent has not), and which nvidia-container-runtime-hook the
-daemon finds for `--gpus` where an engine's `--gpus` runs one (`docker run --gpus`). Each finding is
-(level, what[, fix])."""
+"""`gpuhook doctor`'s engine checks, over the engines' records (engines/table.py). For each engine found (its
+program installed, or its config file there): its release (`PROGRAM --version`), whether that release reads CDI
+specs (the record's CDI release table), which path its GPU containers take (the shim or the hook where gpuhook is
+registered, the --gpus hook, CDI where gpuhook's specs are there to read), whether gpuhook is registered and how (by a
+drop-in the main config imports, or in place), and one fix where its containers cannot get GPUs from gpuhook. Then
+which nvidia-container-runtime-hook the daemon finds where an engine's `--gpus` runs one (`docker run --gpus`).
+Each finding is (level, what[, fix])."""
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 
@@ -12,43 +16,154 @@ from gpuhook.engines.table import all_engines
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from gpuhook.engines.engine import Engine
 
 HOOK = "nvidia-container-runtime-hook"
 SYSTEMD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # a unit's PATH unless it sets one
+_OURS = b"--revert removes"  # a line gpuhook marks as its own in a main config (containerd's imports line)
 
 
-def checks(paths: dict[str, str] | None = None, proc: str = "/proc",
-           search: str = SYSTEMD_PATH) -> list[tuple[str, ...]]:
-    """Registration per installed engine (its program found on `search`) in its config file (`paths`: engine name
-    -> another file, and only those engines), and the --gpus hook of each engine that has one. Reads the engines'
-    config files and /proc."""
+def checks(paths: dict[str, str] | None = None, proc: str = "/proc", search: str = SYSTEMD_PATH,
+           version: Callable[[str], str] | None = None, cdi_specs: bool | None = None) -> list[tuple[str, ...]]:
+    """One report per engine found on `search` or by its config file (`paths`: engine name -> another file, and only
+    those engines), then the --gpus hook of each engine that has one. `version(program)` names a release (default:
+    `PROGRAM --version`); `cdi_specs`: whether gpuhook's CDI specs are there (default: /etc/cdi, /var/run/cdi).
+    Reads the engines' config files and /proc; runs each installed program's --version."""
     out: list[tuple[str, ...]] = []
     engines = [e for e in all_engines() if paths is None or e.name in paths]
+    specs = _gpuhook_specs() if cdi_specs is None else cdi_specs
     for engine in engines:
         path = engine.config_path if paths is None else paths[engine.name]
-        out += _registration(engine, path, shutil.which(engine.program, path=search) is not None)
+        program = shutil.which(engine.program, path=search)
+        hook = engine.gpus_hook and program is not None and shutil.which(HOOK, path=search) is not None
+        out += report(engine, path, program, (version or _version)(program) if program else "", specs, hook)
     for engine in engines:
         if engine.gpus_hook and shutil.which(engine.program, path=search):
             out.append(gpus_hook(engine, _daemon_path(engine.program, proc, search)))
     return out
 
 
-def _registration(engine: Engine, path: str, installed: bool) -> list[tuple[str, ...]]:
-    """Whether `path` registers gpuhook with `engine` (nothing to say where it is absent and the engine is not
-    installed). Reads `path` (1 MiB at most)."""
+def report(engine: Engine, path: str, program: str | None, version: str, specs: bool,
+           hook: bool = False) -> list[tuple[str, ...]]:
+    """What doctor says of `engine` with its config at `path` (nothing where neither it nor `program` is there):
+    release, CDI, the paths its GPU containers take, registration; a fix where they cannot get GPUs from gpuhook.
+    Reads `path`, the drop-ins it imports (1 MiB each at most)."""
     name = engine.name
-    try:
-        with open(path, "rb") as f:
-            text = f.read(1 << 20)
-    except OSError:
-        return [("warn", f"{name}: {engine.program} is installed but {path} is absent: gpuhook is not registered",
-                 f"gpuhook configure {name}")] if installed else []
-    ignored = engine.audit(path, text) if engine.audit is not None else None
+    text = _read(path)
+    if text is None and program is None:
+        return []
+    ignored = engine.audit(path, text) if engine.audit is not None and text is not None else None
     if ignored is not None:
         return [("fail", f"{name}: {ignored[0]}", ignored[1])]
-    return [("ok", f"{name}: gpuhook registered in {path}") if b"gpuhook" in text else
-            ("warn", f"{name}: gpuhook not registered in {path}", f"gpuhook configure {name}")]
+    head = f"{name} {version}" if version else f"{name} (release unknown)" if program else \
+        f"{name} (not installed here)"
+    cdi, reads = _cdi(engine, version)
+    how, where, later = _registration(engine, path, text)
+    if how in ("drop-in", "in place") and program is not None and engine.drop_in is not None and \
+            engine.drop_in.dump and not _merged_has_gpuhook([program, "--config", path, *engine.drop_in.dump]):
+        shadow = f": {later[-1]}, imported after it, replaces the section that holds it" if later else ""
+        fix_path = f" --in-place --config-path {later[-1]}" if later else ""
+        restart = f", then restart {engine.daemon.called}" if engine.daemon is not None else ""
+        return [("fail", f"{head}: {cdi}; gpuhook is registered {where}, but {engine.program}'s merged config has no "
+                 f"gpuhook runtime{shadow}", f"gpuhook configure {name}{fix_path}{restart}")]
+    ways = ([engine.way] if how else []) + (["the hook (--gpus runs " + HOOK + ")"] if hook else []) + \
+        (["CDI (gpuhook's specs)"] if reads and specs else [])
+    restart = f", then restart {engine.daemon.called}" if engine.daemon is not None else ""
+    if how == "unimported":
+        return [("fail", f"{head}: {cdi}; {where}: its GPU containers do not get the gpuhook runtime",
+                 f"gpuhook configure {name}{restart}")]
+    if not how:
+        gets = f"GPU containers take {' or '.join(ways)} only" if ways else "its containers cannot get GPUs"
+        fix = f"gpuhook configure {name}{restart}" + (" (or gpuhook cdi generate: it reads CDI specs)"
+                                                      if reads and not specs else "")
+        return [("warn", f"{head}: {cdi}; {gets}: {where}", fix)]
+    return [("ok", f"{head}: {cdi}; GPU containers take {' or '.join(ways)}; gpuhook registered {where}")]
+
+
+def _registration(engine: Engine, path: str, text: bytes | None) -> tuple[str, str, list[str]]:
+    """How `path` registers gpuhook: ("drop-in", ...), ("in place", ...), ("unimported", ...) for gpuhook's drop-in
+    that the main config does not import, or ("", why not); and the imported files read after gpuhook's registration
+    that do not name it, in the engine's order. Reads the files the main config imports."""
+    drop = engine.drop_in
+    main = (text or b"").decode(errors="replace")
+    how, where, later = "", "", []
+    if drop is not None and drop.fits(path, main):
+        for pattern in drop.imports(main, path) if text is not None else []:
+            for file in sorted(glob.glob(pattern)):
+                if not _mentions(_read(file)):
+                    later.append(file)
+                elif not how:
+                    how, where, later = "drop-in", f"by the drop-in {file}, which {path} imports", []
+        default = drop.default_path(path)
+        if not how and _mentions(_read(default)):
+            return "unimported", f"{default} registers gpuhook but {path} does not import it", []
+    if how:
+        return how, where, later
+    if _mentions(text):
+        return "in place", f"in place in {path}", later
+    if text is None:
+        return "", f"{path} is absent: gpuhook is not registered", []
+    return "", f"gpuhook is not registered in {path}", []
+
+
+def _cdi(engine: Engine, version: str) -> tuple[str, bool]:
+    """(what doctor says of the release's CDI, whether it reads CDI specs), from the record's release table."""
+    from gpuhook.engines.engine import cdi_since
+
+    if engine.cdi is None or not engine.cdi.releases:
+        return "reads no CDI specs", False
+    if not version:
+        return f"reads CDI specs from {engine.label} {cdi_since(engine)} (its release is not known)", False
+    library = engine.reader(version).library
+    if library:
+        return f"reads CDI specs (container-device-interface {library})", True
+    return f"reads no CDI specs (from {engine.label} {cdi_since(engine)})", False
+
+
+def _mentions(text: bytes | None) -> bool:
+    """Whether a config file registers gpuhook: names it outside the lines gpuhook marks as its own imports."""
+    return text is not None and any(b"gpuhook" in line and _OURS not in line for line in text.splitlines())
+
+
+def _merged_has_gpuhook(argv: list[str]) -> bool:
+    """Whether the engine's merged config (`argv` prints it) holds the gpuhook runtime; True where it cannot be
+    printed (other checks say why). Runs it."""
+    from gpuhook.errors import ProcessError
+    from gpuhook.proc import run
+
+    try:
+        return "runtimes.gpuhook" in run(argv, timeout=10)
+    except ProcessError:
+        return True
+
+
+def _read(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read(1 << 20)
+    except OSError:
+        return None
+
+
+def _version(program: str) -> str:
+    """The release `program --version` names ("" where it names none or does not run). Runs it."""
+    from gpuhook.apply.cdi_readers import version_in
+    from gpuhook.errors import ProcessError
+    from gpuhook.proc import run
+
+    try:
+        return version_in(run([program, "--version"], timeout=10)) or ""
+    except ProcessError:
+        return ""
+
+
+def _gpuhook_specs() -> bool:
+    """Whether gpuhook's CDI specs (gpuhook-<vendor> files) are in the engines' spec directories. Lists them."""
+    from gpuhook.cli.cdi_files import spec_files
+
+    return any(os.path.basename(p).startswith("gpuhook") for p in spec_files())
 
 
 def gpus_hook(engine: Engine, search: str) -> tuple[str, ...]:

@@ -59,6 +59,23 @@ class Cdi:
 
 
 @frozen
+class DropIn:
+    """Registration through a file of gpuhook's own that the engine's main config imports (containerd's conf.d), the
+    default where it fits; the main config then changes by one import at most (engines/files.py writes both)."""
+
+    default_path: Callable[[str], str]  # the main config's path -> where the drop-in goes unless told
+    plan: Callable[[str | None, str, str, Wanted, str | None], tuple[str, str]]  # (main text or None, main path,
+    # drop-in path, what to register, the drop-in as it is or None) -> (main config's new text, the drop-in's); pure
+    undo: Callable[[str | None, str], str | None]  # (main text, the drop-in's) -> main without gpuhook's import;
+    # None: remove the main config (gpuhook created it); pure
+    fits: Callable[[str, str], bool]  # (main path, its text) -> whether a drop-in applies (not to a k3s template)
+    imports: Callable[[str, str], list[str]]  # (main text, main path) -> the files it imports, as absolute globs,
+    # for doctor; pure
+    dump: tuple[str, ...] = ()  # the program's arguments, after `--config MAIN`, that print the merged config;
+    # doctor looks for the gpuhook runtime there ("runtimes.gpuhook"); () where there is no such command
+
+
+@frozen
 class Engine:
     """One container engine, everything configure, doctor and the CDI commands know of it."""
 
@@ -76,6 +93,8 @@ class Engine:
     # renders that file into the engine's config (k3s's and RKE2's containerd templates); "" where none does
     audit: Callable[[str, bytes], tuple[str, str] | None] | None = None  # doctor: (what, fix) where the file
     # registers gpuhook in a way the engine ignores
+    drop_in: DropIn | None = None  # None: configure edits config_path itself (CRI-O's is a drop-in already)
+    way: str = "the shim"  # doctor: the path its GPU containers take where gpuhook is registered, and how they ask
 
     def reader(self, version: str) -> Reader:
         """Release `version` as a CDI consumer (its library "" where that release, or every one, reads no CDI specs)."""

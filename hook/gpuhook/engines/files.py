@@ -12,6 +12,10 @@ from gpuhook.engines.wanted import Wanted
 from gpuhook.errors import EngineConfigError
 from gpuhook.frozen import frozen
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from gpuhook.engines.engine import DropIn
+
 SUFFIX = ".gpuhook-orig"  # the original bytes; SUFFIX + ".absent" when there was no file
 
 
@@ -61,6 +65,78 @@ def revert(engine: str, path: str, dry_run: bool = False) -> Outcome:
         os.unlink(path + SUFFIX)
     return Outcome(path, not dry_run, diff, _restart(engine, path, current, reverted=True) if not dry_run
                    else "dry run: nothing was written")
+
+
+def configure_drop_in(engine: str, main: str, drop_in: str, wanted: Wanted, dry_run: bool = False) -> Outcome:
+    """Register gpuhook with engine `engine` in its drop-in `drop_in`, and make its main config `main` import that
+    (one line, where nothing there does). Writes both unless dry_run."""
+    how = _drop_in_of(engine)
+    old_main, old = _read(main), _read(drop_in)
+    new_main, new = how.plan(old_main, main, drop_in, wanted, old)
+    main_changed = new_main != old_main
+    diff = _diff(main, old_main, new_main) + _diff(drop_in, old, new)
+    if new == old and not main_changed:
+        return Outcome(drop_in, False, "", f"{drop_in} already registers gpuhook and {main} imports it: nothing to do")
+    if dry_run:
+        return Outcome(drop_in, False, diff, "dry run: nothing was written")
+    _write(drop_in, new)
+    if main_changed:
+        _write(main, new_main)
+    note = (f"{'created' if old_main is None else 'added the imports line to'} {main} (its one change); "
+            if main_changed else f"{main} imports it already (left as it was); ")
+    return Outcome(drop_in, True, diff, note + _restart(engine, main, new_main))
+
+
+def revert_drop_in(engine: str, main: str, drop_in: str, dry_run: bool = False) -> Outcome:
+    """Remove gpuhook's drop-in `drop_in`, and the import configure added to `main` (only one it added). Removes or
+    writes them unless dry_run."""
+    how = _drop_in_of(engine)
+    old = _read(drop_in)
+    if old is None:
+        if os.path.exists(main + SUFFIX) or os.path.exists(main + SUFFIX + ".absent"):
+            return revert(engine, main, dry_run)  # an earlier gpuhook's registration, in place
+        return Outcome(drop_in, False, "", f"there is no {drop_in}: nothing to revert")
+    if "gpuhook configure" not in old:
+        raise EngineConfigError(f"{drop_in} was not written by gpuhook configure: left alone; name gpuhook's drop-in "
+                                "with --drop-in")
+    old_main = _read(main)
+    new_main = how.undo(old_main, old)
+    diff = _diff(main, old_main, new_main) + _diff(drop_in, old, None)
+    if dry_run:
+        return Outcome(drop_in, False, diff, "dry run: nothing was written")
+    _remove(drop_in)
+    if new_main is None and old_main is not None:
+        _remove(main)
+    elif new_main is not None and new_main != old_main:
+        _write(main, new_main)
+    what = ("removed " + main + " (gpuhook created it); " if new_main is None and old_main is not None else
+            "took gpuhook's imports line out of " + main + "; " if new_main != old_main else "")
+    if os.path.exists(main + SUFFIX) or os.path.exists(main + SUFFIX + ".absent"):  # an earlier --in-place one too
+        earlier = revert(engine, main)
+        diff += earlier.diff
+        what += f"put back {main} as it was before an earlier in-place registration; "
+    return Outcome(drop_in, True, diff, what + _restart(engine, main, old_main or "", reverted=True))
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError as e:
+        raise EngineConfigError(f"cannot remove {path}: {e.strerror}") from e
+
+
+def _drop_in_of(engine: str) -> DropIn:
+    how = named(engine).drop_in
+    if how is None:
+        raise EngineConfigError(f"{engine} takes no drop-in from gpuhook: run gpuhook configure {engine} without "
+                                "--drop-in")
+    return how
+
+
+def _diff(path: str, old: str | None, new: str | None) -> str:
+    return "".join(difflib.unified_diff((old or "").splitlines(True), (new or "").splitlines(True),
+                                        path if old is not None else "/dev/null", path if new is not None else
+                                        "/dev/null"))
 
 
 def _restart(name: str, path: str, text: str, reverted: bool = False) -> str:

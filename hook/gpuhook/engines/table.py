@@ -12,7 +12,7 @@ CRI-O, Podman), from the first release that vendored the library (apply/cdi_read
 
 from __future__ import annotations
 
-from gpuhook.engines.engine import Cdi, CgroupDriver, Daemon, Engine, cdi_since
+from gpuhook.engines.engine import Cdi, CgroupDriver, Daemon, DropIn, Engine, cdi_since
 from gpuhook.errors import EngineConfigError
 
 TYPE_CHECKING = False
@@ -41,6 +41,37 @@ def _containerd_rendered_by(path: str, text: str) -> str:
     return rendered_by(path, text)
 
 
+def _containerd_drop_in_path(main: str) -> str:
+    from gpuhook.engines.containerd_dropin import default_path
+
+    return default_path(main)
+
+
+def _containerd_plan(main_text: str | None, main: str, drop_in: str, wanted: Wanted,
+                     old: str | None) -> tuple[str, str]:
+    from gpuhook.engines.containerd_dropin import plan
+
+    return plan(main_text, main, drop_in, wanted, old)
+
+
+def _containerd_undo(main_text: str | None, drop_in_text: str) -> str | None:
+    from gpuhook.engines.containerd_dropin import undo
+
+    return undo(main_text, drop_in_text)
+
+
+def _containerd_fits(path: str, text: str) -> bool:
+    from gpuhook.engines.containerd_template import is_template
+
+    return not is_template(path, text)  # k3s, RKE2: their template, edited in place
+
+
+def _containerd_imports(text: str, path: str) -> list[str]:
+    from gpuhook.engines.containerd_dropin import imports_of
+
+    return imports_of(text, path)
+
+
 def _crio(old: str, wanted: Wanted, path: str) -> str:
     from gpuhook.engines import crio
 
@@ -61,7 +92,7 @@ def _podman(old: str, wanted: Wanted, path: str) -> str:
 
 DOCKER = Engine(
     name="docker", label="Docker", program="dockerd", config_path="/etc/docker/daemon.json", render=_docker,
-    daemon=Daemon(called="dockerd", unit="docker"), gpus_hook=True,
+    daemon=Daemon(called="dockerd", unit="docker"), gpus_hook=True, way="the shim (docker run --runtime gpuhook)",
     cgroup=CgroupDriver(path="/etc/docker/daemon.json", systemd_mark="native.cgroupdriver=systemd",
                         cgroupfs_mark="native.cgroupdriver=cgroupfs", default="v2"),
     cdi=Cdi(setting="features.cdi", releases=(  # Docker 28.2 reads CDI specs without features.cdi
@@ -70,6 +101,9 @@ DOCKER = Engine(
 CONTAINERD = Engine(
     name="containerd", label="containerd", program="containerd", config_path="/etc/containerd/config.toml",
     render=_containerd, rendered_by=_containerd_rendered_by, daemon=Daemon(called="containerd", unit="containerd"),
+    drop_in=DropIn(default_path=_containerd_drop_in_path, plan=_containerd_plan, undo=_containerd_undo,
+                   fits=_containerd_fits, imports=_containerd_imports, dump=("config", "dump")),
+    way="the shim (a RuntimeClass with handler gpuhook; ctr run --runc-binary gpuhook-runtime)",
     cgroup=CgroupDriver(path="/etc/containerd/config.toml", systemd_mark="systemdcgroup=true", cgroupfs_mark="",
                         default="cgroupfs"),
     cdi=Cdi(setting="enable_cdi", automatic=True, releases=(  # containerd 2 (config version 3) has CDI on already
@@ -78,6 +112,7 @@ CONTAINERD = Engine(
 CRIO = Engine(
     name="crio", label="CRI-O", program="crio", config_path="/etc/crio/crio.conf.d/99-gpuhook.toml", render=_crio,
     audit=_crio_ignored, daemon=Daemon(called="CRI-O", unit="crio"), hooks_d=True,
+    way="the shim (a RuntimeClass with handler gpuhook)",
     cgroup=CgroupDriver(path="/etc/crio/crio.conf", systemd_mark="", cgroupfs_mark='cgroup_manager="cgroupfs"',
                         default="systemd"),
     cdi=Cdi(releases=(  # CDI on by default (cdi_spec_dirs /etc/cdi, /var/run/cdi)
@@ -86,7 +121,7 @@ CRIO = Engine(
         ("1.32.2", "0.8.1"), ("1.33.0", "1.0.1"), ("1.35.0", "1.1.0"))))
 PODMAN = Engine(
     name="podman", label="Podman", program="podman", config_path="/usr/share/containers/oci/hooks.d/gpuhook.json",
-    render=_podman, daemon=None, hooks_d=True,
+    render=_podman, daemon=None, hooks_d=True, way="the hook (hooks.d, for containers with gpuhook.dev/ annotations)",
     cgroup=CgroupDriver(path="/etc/containers/containers.conf", systemd_mark="",
                         cgroupfs_mark='cgroup_manager="cgroupfs"', default="systemd"),
     cdi=Cdi(releases=(

@@ -50,10 +50,16 @@ def test_engine_registration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fa
                                              replace(engines.CRIO, config_path=str(crio)),
                                              replace(engines.PODMAN, config_path=str(tmp_path / "absent.json"),
                                                      program="no-such-podman")))
-    levels = _levels(run_checks(Config(path="c", host_root=fake_host(amd=1), state_dir=str(tmp_path / "s"))))
-    assert levels[f"docker: gpuhook registered in {daemon}"] == "ok"
-    assert levels[f"crio: gpuhook not registered in {crio}"] == "warn"
-    assert not any("podman" in what for what in levels)  # not installed: not reported
+    monkeypatch.setattr(doctor_engines, "_gpuhook_specs", lambda: False)
+    findings = run_checks(Config(path="c", host_root=fake_host(amd=1), state_dir=str(tmp_path / "s")))
+    (docker,) = [f for f in findings if f.what.startswith("docker") and "--gpus" not in f.what]
+    assert docker.level == "ok" and docker.what.endswith(f"GPU containers take the shim (docker run --runtime "
+                                                         f"gpuhook); gpuhook registered in place in {daemon}")
+    (crio_found,) = [f for f in findings if f.what.startswith("crio")]
+    assert crio_found.level == "warn" and crio_found.what.endswith(
+        f"its containers cannot get GPUs: gpuhook is not registered in {crio}")
+    assert crio_found.fix == "gpuhook configure crio, then restart CRI-O"
+    assert not any("podman" in f.what for f in findings)  # not installed: not reported
 
 
 def test_a_crio_drop_in_crio_ignores_is_a_failure(tmp_path: Path) -> None:
@@ -65,12 +71,13 @@ def test_a_crio_drop_in_crio_ignores_is_a_failure(tmp_path: Path) -> None:
     crio = tmp_path / "99-gpuhook.toml"
     crio.write_text('[crio.runtime.runtimes.gpuhook]\nruntime_path = "/usr/local/bin/gpuhook-runtime"\n'
                     'runtime_type = "oci"\nallowed_annotations = ["gpuhook.dev/gpus"]\n')
-    (level, what, fix), = doctor_engines.checks({"crio": str(crio)}, search=str(tmp_path))
+    (level, what, fix), = doctor_engines.checks({"crio": str(crio)}, search=str(tmp_path), cdi_specs=False)
     assert level == "fail" and "ignores the whole gpuhook handler" in what and fix.startswith("gpuhook configure crio")
     configure("crio", str(crio), Wanted(shim="/usr/local/bin/gpuhook-runtime", gpuhook="/usr/local/bin/gpuhook-hook",
                                         config="/etc/gpuhook/config.toml"))
-    assert doctor_engines.checks({"crio": str(crio)}, search=str(tmp_path)) == [
-        ("ok", f"crio: gpuhook registered in {crio}")]
+    assert doctor_engines.checks({"crio": str(crio)}, search=str(tmp_path), cdi_specs=False) == [
+        ("ok", "crio (not installed here): reads CDI specs from CRI-O 1.24 (its release is not known); GPU containers "
+         f"take the shim (a RuntimeClass with handler gpuhook); gpuhook registered in place in {crio}")]
 
 
 def test_an_installed_engine_without_its_config_is_unregistered(tmp_path: Path) -> None:
@@ -79,9 +86,10 @@ def test_an_installed_engine_without_its_config_is_unregistered(tmp_path: Path) 
     (bindir / "dockerd").write_text("#!/bin/sh\n")
     (bindir / "dockerd").chmod(0o755)
     paths = {"docker": str(tmp_path / "daemon.json"), "podman": str(tmp_path / "hooks.json")}
-    found = doctor_engines.checks(paths, proc=str(tmp_path / "no-proc"), search=str(bindir))
-    assert found[0] == ("warn", f"docker: dockerd is installed but {tmp_path}/daemon.json is absent: gpuhook is not "
-                        "registered", "gpuhook configure docker")
+    found = doctor_engines.checks(paths, proc=str(tmp_path / "no-proc"), search=str(bindir), cdi_specs=False)
+    assert found[0] == ("warn", "docker (release unknown): reads CDI specs from Docker 25 (its release is not known); "
+                        f"its containers cannot get GPUs: {tmp_path}/daemon.json is absent: gpuhook is not registered",
+                        "gpuhook configure docker, then restart dockerd")
     assert len(found) == 2 and "no nvidia-container-runtime-hook on dockerd's PATH" in found[1][1]  # podman absent
 
 
