@@ -49,7 +49,7 @@ class TuningPolicy:
     exclusive: bool = True
     fan: bool = True  # containers may set fans at all (gpuhook.dev/fan=auto is always allowed)
     mps: bool = True  # containers may share NVIDIA GPUs through MPS control daemons gpuhook starts
-    mps_dir: str = "/run/gpuhook/mps"  # each GPU's MPS pipe and log directories, <mps_dir>/<uuid>/{pipe,log}
+    mps_dir: str = "/run/gpuhook/mps"  # each GPU's MPS directories, <mps_dir>/<uuid>/{pipe,log,shm} (shm: a tmpfs)
     shared_slices: bool = False  # tuning on a MIG device or AMD partition whose siblings other containers may hold
 
 
@@ -66,6 +66,7 @@ class Kubernetes:
     health_interval: float = 1.0  # seconds between health checks
     mig_strategy: str = "none"  # MIG devices advertised as none, single (each an nvidia.com/gpu), mixed (per profile)
     sharing: str = "time-slicing"  # or "mps": shares (replicas) of a GPU whose vendor has MPS are its MPS clients
+    partitions: str = "static"  # or "dynamic": the DRA driver makes MIG devices and AMD partitions at prepare
 
 
 @frozen

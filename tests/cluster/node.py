@@ -25,16 +25,22 @@ from tests.support import oci_image
 from tests.support.cri_client import log_output
 
 from .box import Box, box
-from .control_plane import NODE, ControlPlane, stop
+from .control_plane import NODE, ControlPlane, feature_gates, stop
 
 REPO = Path(__file__).resolve().parents[2]
 KUBELET_DIR = "/var/lib/kubelet"
 CLUSTER = '[policy]\nrequests = "allocated"\n[kubernetes]\nhealth_interval = 0.5\n'
 
 
-def components() -> Path:
-    """The directory holding the components, built once per machine (tools/components/build.sh)."""
-    done = subprocess.run(["bash", str(REPO / "tools/components/build.sh")], capture_output=True, text=True,
+KUBERNETES = "1.36"  # the Kubernetes version of the tier (tools/components/kubernetes); the DRA scenarios also run
+KUBERNETES_OTHERS = ("1.34", "1.37")  # on these (tools/components/kubernetes-<version>)
+
+
+def components(kubernetes: str = KUBERNETES) -> Path:
+    """The directory holding the components, built once per machine (tools/components/build.sh); with the
+    Kubernetes binaries (kubelet, kube-apiserver, kube-controller-manager, kube-scheduler) of `kubernetes`."""
+    other = [kubernetes] if kubernetes != KUBERNETES else []
+    done = subprocess.run(["bash", str(REPO / "tools/components/build.sh"), *other], capture_output=True, text=True,
                           check=False)
     if done.returncode != 0:
         raise RuntimeError(f"tools/components/build.sh failed: {done.stderr.strip()[-2000:]}")
@@ -175,13 +181,16 @@ def node(d: Path, base_rootfs: str, shim: str, gpuhook: str, plane: ControlPlane
 
 def kubelet_argv(d: Path, env: cri_env.CriEnv, plane: ControlPlane | None) -> list[str]:
     """The kubelet's command line, its config (KUBELET_CONFIG, static pods from d/manifests) and directories under
-    `d`; registered with `plane` where there is one. Writes the config, makes the directories."""
+    `d`; registered with `plane` where there is one (its version's kubelet and feature gates). Writes the config,
+    makes the directories."""
     for sub in (d / "kubelet" / "device-plugins", d / "manifests", d / "pod-logs"):
         sub.mkdir(parents=True, exist_ok=True)
     config = d / "kubelet.yaml"
     config.write_text(KUBELET_CONFIG.format(manifests=d / "manifests", socket=env.socket, logs=d / "pod-logs"))
-    argv = [str(components() / "kubelet"), "--config", str(config), "--root-dir", str(d / "kubelet"), "--cert-dir",
-            str(d / "pki"), "--hostname-override", NODE, "--v", "2"]
+    built = plane.bin if plane is not None else components()  # the plane's version, where there is one
+    argv = [str(built / "kubelet"), "--config", str(config), "--root-dir", str(d / "kubelet"), "--cert-dir",
+            str(d / "pki"), "--hostname-override", NODE, "--v", "2",
+            *(plane.gates if plane is not None else feature_gates(built))]
     return argv + (["--kubeconfig", str(plane.kubelet)] if plane is not None else [])
 
 

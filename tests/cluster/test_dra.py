@@ -98,12 +98,13 @@ def exactly(device_class: str, count: int = 1, selectors: tuple[str, ...] = (), 
 
 
 @pytest.fixture(scope="module")
-def dra(tmp_path_factory: pytest.TempPathFactory, base_rootfs: str) -> Iterator[Dra]:
-    built = components()
+def dra(tmp_path_factory: pytest.TempPathFactory, base_rootfs: str, kube_version: str,
+        kube_gates_off: tuple[str, ...]) -> Iterator[Dra]:
+    built = components(kube_version)  # 1.36; test_dra_versions.py runs some of these on 1.34 and 1.37
     d = tmp_path_factory.mktemp("dra-cluster")
     specs = d / "cdi"
     specs.mkdir()
-    with control_plane(d / "plane", built) as plane, \
+    with control_plane(d / "plane", built, kube_gates_off) as plane, \
             node(d / "node", base_rootfs, conftest.SHIM, conftest.GPUHOOK, plane, str(built / "containerd"),
                  host_spec=HOST, cdi_dirs=(str(specs),)) as n:
         n.stop_plugin()  # one way to publish a node's GPUs
@@ -171,9 +172,11 @@ def test_a_claim_template_gives_the_pod_exactly_its_gpu(dra: Dra, runtime: str) 
     """One NVIDIA GPU from a template; the container sees that GPU alone, on gpuhook's runtime (the shim verifies
     the claim) and on plain runc (containerd's CDI, and the claim's hooks)."""
     name = f"one-{runtime}"
-    dra.claim_pod(name, exactly("nvidia.gpu.gpuhook.dev"), SEE, runtime="" if runtime == "gpuhook" else "plain")
-    try:
-        seen = dra.logs(name, "main")
+    dra.claim_pod(name, exactly("nvidia.gpu.gpuhook.dev"), SEE + "; sleep 300",
+                  runtime="" if runtime == "gpuhook" else "plain")
+    try:  # while it runs: a pod that ended has its claim unprepared and deleted, sooner or later
+        wait_for(lambda: dra.logs_so_far(name, "main"), 90, lambda: json.dumps(dra.status(name))[:3000])
+        seen = dra.logs_so_far(name, "main")
         (device,) = dra.allocated(name)
         assert seen == [f"nvidia{device.removeprefix('gpu-')}"], (seen, device)
         assert len(dra.records()) == 1
@@ -379,23 +382,28 @@ def _restarts(dra: Dra, pod: str) -> int:
     return int(statuses[0].get("restartCount", 0))
 
 
-def test_a_gpu_that_turns_unhealthy_leaves_the_slices_and_its_pods_status_says_so(dra: Dra) -> None:
-    """gpu-3's device node goes from the host: it leaves the slices (no new claim gets it), and the kubelet's
-    health watch marks it Unhealthy, with gpuhook's reason, in the status of the pod holding it; back when the
-    node is."""
-    dra.claim_pod("sick", exactly("nvidia.gpu.gpuhook.dev", selectors=(
-        "device.attributes['gpu.gpuhook.dev'].index == 3",)), SEE + "; sleep 300")
+def test_a_gpu_that_turns_unhealthy_is_tainted_and_its_pods_status_says_so(dra: Dra) -> None:
+    """gpu-3's device node goes from the host: it stays in the slices with gpuhook's gpu-lost taint (no new claim
+    gets it: tests/cluster/test_dra_taints.py), and the kubelet's health watch marks it Unhealthy, with gpuhook's
+    reason, in the status of the pod holding it, whose claim tolerates the taint (NoExecute would evict it);
+    untainted when the node is back."""
+    claim = exactly("nvidia.gpu.gpuhook.dev", selectors=("device.attributes['gpu.gpuhook.dev'].index == 3",))
+    claim["devices"]["requests"][0]["exactly"]["tolerations"] = [{"key": "gpu.gpuhook.dev/gpu-lost",
+                                                                  "operator": "Exists"}]
+    dra.claim_pod("sick", claim, SEE + "; sleep 300")
     try:
         wait_for(lambda: dra.logs_so_far("sick", "main") == ["nvidia3"], 90, lambda: json.dumps(dra.status("sick"))
                  + dra.plane.kubectl("get", "resourceclaims", "-A", "-o", "yaml").stdout[-4000:])
         Path(dra.node.env.host_root, "dev/nvidia3").unlink()
-        wait_for(lambda: "gpu-3" not in dra.devices(), 30, lambda: sorted(dra.devices()))
+        wait_for(lambda: [t["key"] for t in dra.devices().get("gpu-3", {}).get("taints") or []]
+                 == ["gpu.gpuhook.dev/gpu-lost"], 30, lambda: sorted(dra.devices().items()))
         wait_for(lambda: _health(dra, "sick") == [("Unhealthy", "device node /dev/nvidia3 is missing")], 60,
                  lambda: json.dumps(dra.status("sick")))
     finally:
         dra.delete("sick")
         build_host(dra.node.env.host_root, HOST)
-    wait_for(lambda: "gpu-3" in dra.devices(), 30, lambda: sorted(dra.devices()))
+    wait_for(lambda: "gpu-3" in dra.devices() and not dra.devices()["gpu-3"].get("taints"), 30,
+             lambda: sorted(dra.devices().items()))
 
 
 def _health(dra: Dra, pod: str) -> list[tuple[str, str]]:

@@ -196,10 +196,42 @@ def test_install_upgrade_uninstall_on_a_live_api_server(helm_env: dict[str, str]
     assert plane.kubectl("get", "runtimeclass", "gpuhook", check=False).returncode != 0
 
 
-def test_the_kubectl_manifest_is_the_charts_rendering(helm_env: dict[str, str]) -> None:
-    """packaging/kubernetes/daemonset.yaml is what render.sh makes of the chart: the two ways to install cannot
-    drift apart."""
-    shipped = (REPO / "packaging/kubernetes/daemonset.yaml").read_text()
+@pytest.mark.parametrize(("manifest", "sets"), [
+    ("daemonset.yaml", ()), ("daemonset-dra.yaml", ("dra.enabled=true", "devicePlugin.enabled=false"))])
+def test_the_kubectl_manifest_is_the_charts_rendering(helm_env: dict[str, str], manifest: str,
+                                                      sets: tuple[str, ...]) -> None:
+    """packaging/kubernetes/daemonset.yaml (and daemonset-dra.yaml) is what render.sh makes of the chart: the two
+    ways to install cannot drift apart."""
+    shipped = (REPO / "packaging/kubernetes" / manifest).read_text()
     rendered = helm(helm_env, "template", "gpuhook", str(CHART), "--namespace", "kube-system",
-                    "--set=runtimeClass.enabled=false").stdout
-    assert shipped.split("\n", 2)[2] == rendered, "run bash packaging/kubernetes/render.sh after changing the chart"
+                    "--set=runtimeClass.enabled=false", *(f"--set={s}" for s in sets)).stdout
+    head = 3 if manifest == "daemonset-dra.yaml" else 2  # render.sh's comment lines
+    assert shipped.split("\n", head)[head] == rendered, \
+        "run bash packaging/kubernetes/render.sh after changing the chart"
+
+
+EXTENDED = {"nvidia.gpu.gpuhook.dev": "nvidia.com/gpu", "amd.gpu.gpuhook.dev": "amd.com/gpu",
+            "hygon.gpu.gpuhook.dev": "hygon.com/dcu"}
+
+
+@pytest.mark.parametrize(("args", "named"), [
+    ((), EXTENDED), (("--kube-version=1.34.0",), EXTENDED), (("--kube-version=1.33.0",), {}),
+    (("--set=dra.extendedResources=false",), {})], ids=["default", "1.34", "1.33", "off"])
+def test_the_vendor_classes_serve_extended_resources_where_the_cluster_has_the_field(
+        helm_env: dict[str, str], args: tuple[str, ...], named: dict[str, str]) -> None:
+    """KEP-5004: extendedResourceName on the vendor classes from Kubernetes 1.34 (the field's first version), unless
+    dra.extendedResources=false."""
+    out = helm(helm_env, "template", "gpu", str(CHART), "--set=dra.enabled=true", "--set=devicePlugin.enabled=false",
+               *args).stdout
+    classes = [d for d in yaml.safe_load_all(out) if d and d["kind"] == "DeviceClass"]
+    assert len(classes) == 6
+    assert {c["metadata"]["name"]: c["spec"]["extendedResourceName"] for c in classes
+            if "extendedResourceName" in c["spec"]} == named
+
+
+def test_the_dra_rendering_is_accepted_by_the_api_server(helm_env: dict[str, str], plane: ControlPlane) -> None:
+    """The DRA driver's objects, DeviceClasses with extendedResourceName among them, pass a server-side dry run."""
+    rendered = helm(helm_env, "template", "gpu", str(CHART), "--namespace", "gpuhook-dra", "--set=dra.enabled=true",
+                    "--set=devicePlugin.enabled=false").stdout
+    plane.kubectl("create", "namespace", "gpuhook-dra")
+    plane.kubectl("apply", "--dry-run=server", "-f", "-", stdin=rendered)

@@ -131,3 +131,19 @@ def test_the_exporter_runs_beside_the_device_plugin_and_its_service_scrapes_it()
     annotations = service["metadata"]["annotations"]
     assert (annotations["prometheus.io/scrape"], annotations["prometheus.io/port"]) == ("true", str(port))
     assert [p["targetPort"] for p in service["spec"]["ports"]] == ["metrics"]
+
+
+def test_the_dra_vendor_classes_serve_the_device_plugins_resource_names() -> None:
+    """KEP-5004: each vendor's DeviceClass carries its device plugin's resource (the vendor's RESOURCE) as
+    extendedResourceName, so an unchanged pod asking nvidia.com/gpu is served by the DRA driver; the classes of
+    any vendor, MIG devices and partitions serve none (a resource names one kind of device)."""
+    from gpuhook.vendors.registry import resources
+
+    classes = {d["metadata"]["name"]: d["spec"] for d in _all("daemonset-dra.yaml") if d["kind"] == "DeviceClass"}
+    named = {name: spec["extendedResourceName"] for name, spec in classes.items() if "extendedResourceName" in spec}
+    assert named == {f"{vendor}.gpu.gpuhook.dev": resource for vendor, resource in resources()}
+    for name in named:
+        vendor = name.split(".")[0]
+        (selector,) = classes[name]["selectors"]
+        assert f"device.attributes['gpu.gpuhook.dev'].vendor == '{vendor}'" in selector["cel"]["expression"]
+        assert "device.attributes['gpu.gpuhook.dev'].type == 'gpu'" in selector["cel"]["expression"]

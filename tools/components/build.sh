@@ -3,6 +3,9 @@
 # Go module proxy), the real components the cluster tests run against:
 #   kubernetes/  k8s.io/kubernetes v1.36.3 (its staging modules replaced by v0.36.3): kubelet, kube-apiserver,
 #                kube-controller-manager, kube-scheduler, kubectl
+#   kubernetes-1.34/, kubernetes-1.37/  k8s.io/kubernetes v1.34.4 and v1.37.2 (staging v0.34.4, v0.37.2): kubelet,
+#                kube-apiserver, kube-controller-manager, kube-scheduler, only when asked for (kubectl is 1.36's,
+#                within the one minor version of skew kubectl supports)
 #   etcd/        go.etcd.io/etcd/server/v3 v3.7.3: etcd (main.go is the server's entry point, etcdmain.Main)
 #   containerd/  github.com/containerd/containerd/v2 v2.4.2: containerd, containerd-shim-runc-v2
 #   cri-tools/   sigs.k8s.io/cri-tools v1.37.0: crictl
@@ -13,10 +16,17 @@
 #                nvidia-cdi-hook (with cgo: go-nvml opens libnvidia-ml.so.1 with dlopen), the peer NVIDIA users run
 # Once per machine: each component's binaries go to a cache directory keyed by its module set and build flags, and
 # later runs reuse them (a change to one component rebuilds that one). GPUHOOK_COMPONENTS_CACHE moves the cache.
-#   bash tools/components/build.sh      prints one directory with links to every binary
+# One build of a component at a time (a lock in its directory): a second run waits for it, then finds it built.
+#   bash tools/components/build.sh        prints one directory with links to every binary
+#   bash tools/components/build.sh 1.34   the same, with that version's Kubernetes binaries in place of 1.36's
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${GPUHOOK_COMPONENTS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpuhook-components}
+other=${1:-}
+if [ -n "$other" ] && [ ! -f "$here/kubernetes-$other/go.mod" ]; then
+  echo "tools/components/build.sh: no module set for Kubernetes $other (tools/components/kubernetes-$other)" >&2
+  exit 2
+fi
 export GOFLAGS=-mod=readonly CGO_ENABLED=0
 tags="no_btrfs no_devmapper no_zfs"
 keys=""
@@ -32,16 +42,21 @@ build() {
   key=$(cd "$here/$dir" && { cat go.mod go.sum ./*.go; echo "$tags $ldflags $*"; } | sha256sum | cut -c1-16)
   out=$cache/$dir/$key
   keys="$keys $dir/$key"
-  for p in "$@"; do [ -x "$out/$(basename "$p")" ] || break; done
-  [ -x "$out/$(basename "$p")" ] && return 0
-  echo "tools/components/build.sh: building $dir ($*) into $out (once per machine)" >&2
+  built "$@" && return 0
   mkdir -p "$out"
-  tmp=$(mktemp -d "$out/.build.XXXXXX")
-  (cd "$here/$dir" && go build -trimpath -tags "$tags" -ldflags "-s -w $ldflags" -o "$tmp/" "$@")
-  for p in "$@"; do mv "$tmp/$(basename "$p")" "$out/"; done
-  rmdir "$tmp"
-  echo "tools/components/build.sh: $dir built in $((SECONDS - start)) s" >&2
+  exec 9>"$out/.lock"
+  flock 9  # another run building it: wait, and find it built
+  if ! built "$@"; then
+    echo "tools/components/build.sh: building $dir ($*) into $out (once per machine)" >&2
+    tmp=$(mktemp -d "$out/.build.XXXXXX")
+    (cd "$here/$dir" && go build -trimpath -tags "$tags" -ldflags "-s -w $ldflags" -o "$tmp/" "$@")
+    for p in "$@"; do mv "$tmp/$(basename "$p")" "$out/"; done
+    rmdir "$tmp"
+    echo "tools/components/build.sh: $dir built in $((SECONDS - start)) s" >&2
+  fi
+  exec 9>&-
 }
+built() { local p; for p in "$@"; do [ -x "$out/$(basename "$p")" ] || return 1; done; }
 
 build etcd "" gpuhook.dev/tests/components/etcd
 build gotemplate "" gpuhook.dev/tests/components/gotemplate
@@ -67,18 +82,25 @@ helm_k8s_minor=$(version helm k8s.io/client-go | cut -d. -f2)
 build helm "-X $hv/internal/version.version=$(version helm $hv) -X $hv/pkg/chartutil.k8sVersionMajor=1
   -X $hv/pkg/chartutil.k8sVersionMinor=$helm_k8s_minor -X $hv/pkg/lint/rules.k8sVersionMajor=1
   -X $hv/pkg/lint/rules.k8sVersionMinor=$helm_k8s_minor" $hv/cmd/helm
-k8s=$(version kubernetes k8s.io/kubernetes)
-kv=k8s.io/component-base/version
-build kubernetes "-X $kv.gitVersion=$k8s -X $kv.gitMajor=1 -X $kv.gitMinor=$(echo "$k8s" | cut -d. -f2) -X $kv.gitTreeState=clean" \
-  k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-  k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
+# kube DIR PACKAGE...: Kubernetes' binaries, with the version they report set as its release builds set it
+kube() {
+  local dir=$1 k8s kv=k8s.io/component-base/version; shift
+  k8s=$(version "$dir" k8s.io/kubernetes)
+  build "$dir" "-X $kv.gitVersion=$k8s -X $kv.gitMajor=1 -X $kv.gitMinor=$(echo "$k8s" | cut -d. -f2) -X $kv.gitTreeState=clean" "$@"
+}
+servers="k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
+  k8s.io/kubernetes/cmd/kube-scheduler"
+# shellcheck disable=SC2086
+kube kubernetes $servers k8s.io/kubernetes/cmd/kubectl
+# shellcheck disable=SC2086
+[ -z "$other" ] || kube "kubernetes-$other" $servers  # after 1.36's: its links replace theirs
 
 # one directory with every binary (links into the components' own)
 set_dir=$cache/sets/$(echo "$keys" | sha256sum | cut -c1-16)
 if [ ! -d "$set_dir" ]; then
   mkdir -p "$cache/sets"
   tmp=$(mktemp -d "$cache/sets/.set.XXXXXX")
-  for k in $keys; do for f in "$cache/$k"/*; do ln -s "$f" "$tmp/"; done; done
+  for k in $keys; do for f in "$cache/$k"/*; do ln -sfn "$f" "$tmp/"; done; done
   mv -T "$tmp" "$set_dir"
 fi
 echo "$set_dir"

@@ -93,6 +93,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--partitions", default="SPX", metavar="MODE", help="AMD compute partitions: SPX, DPX, QPX, CPX")
     s.add_argument("--fans", type=int, choices=range(5), default=1, metavar="F",
                    help="fans on each GPU, 0-4 (0: passively cooled, as SXM and OAM boards are)")
+    s.add_argument("--numa-nodes", type=int, choices=range(1, 9), default=1, metavar="N",
+                   help="NUMA nodes, 1-8: each vendor's GPUs spread evenly over them in sysfs (numa_node; 1: the "
+                        "kernel's -1, as on a one-node host)")
     s.set_defaults(func=lambda a: _host().simulate(a))
     ls = sub.add_parser("list", help="list the host's GPUs as gpuhook sees them")
     ls.add_argument("--json", action="store_true", help="machine-readable output")
@@ -140,8 +143,13 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--set-default", action="store_true", help="make gpuhook the engine's default runtime")
     c.add_argument("--cdi", action="store_true", help=f"also turn on CDI ({engines.cdi_switches()})")
     c.add_argument("--dry-run", action="store_true", help="print the change, write nothing")
-    c.add_argument("--revert", action="store_true", help="put back the file as it was before gpuhook changed it")
+    c.add_argument("--revert", action="store_true", help="put back the file as it was before gpuhook changed it "
+                   "(containerd: remove gpuhook's drop-in and the imports line gpuhook added)")
     c.add_argument("--runtime-path", help="the shim to register (default: gpuhook-runtime next to this gpuhook)")
+    c.add_argument("--drop-in", help="containerd: gpuhook's drop-in, which the config then imports (default: "
+                   "conf.d/99-gpuhook.toml beside the config)")
+    c.add_argument("--in-place", action="store_true", help="containerd: edit the config itself instead of writing a "
+                   "drop-in (k3s and RKE2 templates always are)")
     c.set_defaults(func=lambda a: _host().configure(a))
     lab = sub.add_parser("labels", help="write node facts as a Node Feature Discovery feature file")
     lab.add_argument("--output", help="the feature file (default: NFD's features.d/gpuhook); - for stdout")
@@ -172,6 +180,10 @@ def _parser() -> argparse.ArgumentParser:
     dra.add_argument("--node-bin-dir", default="",
                      help="the node's directory of this same gpuhook build, whose hooks the CDI specs run (default: "
                           "this gpuhook's own directory)")
+    dra.add_argument("--partitions", choices=("static", "dynamic"), default=None,
+                     help="MIG devices and AMD partitions made when claims are prepared (dynamic: each GPU "
+                          "published as every partition it can take, over shared counters) or as laid out (static); "
+                          "default: the config's [kubernetes] partitions")
     dra.set_defaults(func=_dra_driver)
     part = sub.add_parser("partition", help="GPU partition layouts (NVIDIA MIG, AMD compute and memory partitions) "
                           "from a file")
@@ -274,7 +286,7 @@ def _dra_driver(args: argparse.Namespace) -> int:
     from gpuhook.config import load
     from gpuhook.errors import KubernetesError
     from gpuhook.kubernetes import apiserver
-    from gpuhook.kubernetes.dra.driver import run
+    from gpuhook.kubernetes.dra.loop import run
 
     if not args.node_name:
         raise KubernetesError("dra-driver needs this node's name: --node-name, or env NODE_NAME (a DaemonSet sets "
@@ -283,7 +295,12 @@ def _dra_driver(args: argparse.Namespace) -> int:
         api = apiserver.from_kubeconfig(args.kubeconfig)
     else:
         api = apiserver.in_cluster(args.service_account or apiserver.SERVICE_ACCOUNT)
-    return run(load(), api, args.node_name, args.driver_name, args.kubelet_plugins_dir, args.kubelet_registry_dir,
+    config = load()
+    if args.partitions:  # the chart's dra.partitions
+        from gpuhook.frozen import replace
+
+        config = replace(config, kubernetes=replace(config.kubernetes, partitions=args.partitions))
+    return run(config, api, args.node_name, args.driver_name, args.kubelet_plugins_dir, args.kubelet_registry_dir,
                args.cdi_dir, args.node_root, args.node_bin_dir)
 
 

@@ -23,7 +23,8 @@ def simulate(args: argparse.Namespace) -> int:
                                           hygon_driver=args.hygon_driver, nvidia_driver=args.nvidia_driver,
                                           cuda_version=args.cuda_version, amd_driver=amd_driver,
                                           mig=tuple(args.mig), mig_gpus=args.mig_gpus,
-                                          amd_partitions=args.partitions.upper(), fans=args.fans),
+                                          amd_partitions=args.partitions.upper(), fans=args.fans,
+                                          numa_nodes=args.numa_nodes),
                      replace=args.replace)
     print(f"simulated host with {args.nvidia} NVIDIA and {args.amd} AMD GPUs"
           + (f" and {args.hygon} Hygon DCUs" if args.hygon else "") + f" at {root}")
@@ -67,15 +68,17 @@ def configure(args: argparse.Namespace) -> int:
     import os
 
     from gpuhook.configfile import config_path
-    from gpuhook.engines.files import configure, revert
+    from gpuhook.engines.files import configure, configure_drop_in, revert, revert_drop_in
     from gpuhook.engines.table import named
     from gpuhook.engines.wanted import Wanted
 
     engine = named(args.engine)
     path = args.config_path or engine.config_path
     here = os.path.dirname(os.path.abspath(sys.argv[0]))
+    drop_in = _drop_in(engine, path, args.drop_in, args.in_place)
     if args.revert:
-        outcome = revert(engine.name, path, args.dry_run)
+        outcome = revert_drop_in(engine.name, path, drop_in, args.dry_run) if drop_in else \
+            revert(engine.name, path, args.dry_run)
     else:
         cdi = _cdi(engine, args.cdi)
         from gpuhook.proc import beside
@@ -83,11 +86,36 @@ def configure(args: argparse.Namespace) -> int:
         hook = beside(here, "gpuhook-hook", os.path.join(here, "gpuhook"))  # the hook's native front end, else gpuhook
         wanted = Wanted(shim=os.path.abspath(args.runtime_path or os.path.join(here, "gpuhook-runtime")), gpuhook=hook,
                         config=config_path()[0], set_default=args.set_default, cdi=cdi)
-        outcome = configure(engine.name, path, wanted, args.dry_run)
+        outcome = configure_drop_in(engine.name, path, drop_in, wanted, args.dry_run) if drop_in else \
+            configure(engine.name, path, wanted, args.dry_run)
     if outcome.diff:
         print(outcome.diff, end="")
     print(("changed " + outcome.path + ": " if outcome.changed else "") + outcome.next_step)
     return 0
+
+
+def _drop_in(engine: Engine, path: str, asked: str | None, in_place: bool) -> str:
+    """The drop-in configure writes for `engine` whose main config is `path`: `asked`, else the engine's default
+    beside `path`; "" for --in-place, for an engine without drop-ins, and where one does not fit the file (a k3s or
+    RKE2 template). EngineConfigError for --drop-in with --in-place or for an engine that takes none. Reads `path`."""
+    from gpuhook.errors import EngineConfigError
+
+    how = engine.drop_in
+    if asked and in_place:
+        raise EngineConfigError(f"--drop-in {asked} with --in-place, which edits {path} itself: give one of the two")
+    if asked and how is None:
+        raise EngineConfigError(f"--drop-in {asked}: {engine.label} takes no drop-in from gpuhook (it writes "
+                                f"{path}): run it without --drop-in")
+    if in_place or how is None:
+        return ""
+    try:
+        with open(path) as f:
+            text = f.read(1 << 20)
+    except OSError:
+        text = ""
+    if not how.fits(path, text):
+        return ""
+    return asked or how.default_path(path)
 
 
 def _cdi(engine: Engine, asked: bool) -> bool:

@@ -21,7 +21,7 @@ def authorized(request: Request, annotations: Mapping[str, str], config: Config,
                markers: tuple[tuple[str, tuple[str, ...]], ...] = ()) -> Request:
     """The request as `[policy] requests` lets it through, its allocation claimed for this container, or its DRA
     claims (`markers`: request/dra_claim.claims_of) verified. Reads and writes the allocation record, reads the
-    claims' records; PolicyError."""
+    claims' records (and, to refuse, whether gpuhook's DRA driver serves the node); PolicyError."""
     from gpuhook.plan.authority import authorize
 
     claims = tuple((_verified_claim(config.state_dir, uid, requests, annotations), requests)
@@ -35,7 +35,13 @@ def authorized(request: Request, annotations: Mapping[str, str], config: Config,
 
         alloc = allocations.claim(config.state_dir, request.allocation, workload_key(annotations, container_id),
                                   container_id, time.time())
-    return authorize(request, alloc, config, claims)
+    dra_driver = ""
+    if (not claims and alloc is None and config.policy.requests == "allocated"
+            and (request.selections or request.tuning.touches_host())):  # refused: say how to ask on this node
+        from gpuhook.apply import dra_node
+
+        dra_driver = dra_node.driver(config.state_dir)
+    return authorize(request, alloc, config, claims, dra_driver)
 
 
 def _verified_claim(state_dir: str, uid: str, requests: tuple[str, ...],

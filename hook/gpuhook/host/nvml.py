@@ -99,3 +99,46 @@ def profile_name(gi_slices: int, ci_slices: int, memory_mib: int) -> str:
 
 def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def addressing_mode(pynvml: ModuleType, uuid: str) -> str:
+    """The GPU's memory addressing mode as NVIDIA's tools spell it (ATS, HMM, None: supported but off); "" where
+    NVML cannot say (a driver without the call, a platform without coherent memory)."""
+    try:
+        mode = pynvml.nvmlDeviceGetAddressingMode(pynvml.nvmlDeviceGetHandleByUUID(uuid))
+    except (pynvml.NVMLError, AttributeError):  # AttributeError: a library without the symbol
+        return ""
+    return {pynvml.NVML_DEVICE_ADDRESSING_MODE_NONE: "None", pynvml.NVML_DEVICE_ADDRESSING_MODE_HMM: "HMM",
+            pynvml.NVML_DEVICE_ADDRESSING_MODE_ATS: "ATS"}.get(mode, "")
+
+
+def mig_resources(pynvml: ModuleType, uuid: str) -> dict[tuple[str, int, int], dict[str, int]]:
+    """{(GPU UUID, GI, CI): {NVML's name: count}} of the GPU's MIG devices: what each has of the GPU
+    (multiprocessorCount, sharedCopyEngineCount, sharedDecoderCount, sharedEncoderCount, sharedJpegCount,
+    sharedOfaCount, memorySizeMB) and, where NVML tells its GPU instance's placement, placementStart and
+    placementSize in memory slices; {} when MIG is off or unsupported."""
+    names = ("multiprocessorCount", "sharedCopyEngineCount", "sharedDecoderCount", "sharedEncoderCount",
+             "sharedJpegCount", "sharedOfaCount", "memorySizeMB")
+    try:
+        handle = pynvml.nvmlDeviceGetHandleByUUID(uuid)
+        if pynvml.nvmlDeviceGetMigMode(handle)[0] != 1:
+            return {}
+        most = pynvml.nvmlDeviceGetMaxMigDeviceCount(handle)
+    except pynvml.NVMLError:
+        return {}
+    out: dict[tuple[str, int, int], dict[str, int]] = {}
+    for i in range(most):
+        try:
+            mig = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, i)
+            attrs = pynvml.nvmlDeviceGetAttributes(mig)
+            gi, ci = pynvml.nvmlDeviceGetGpuInstanceId(mig), pynvml.nvmlDeviceGetComputeInstanceId(mig)
+        except pynvml.NVMLError:
+            continue  # an index with no MIG device, or one NVML cannot describe: published without these
+        facts = {name: int(getattr(attrs, name)) for name in names}
+        try:
+            placement = pynvml.nvmlGpuInstanceGetInfo(pynvml.nvmlDeviceGetGpuInstanceById(handle, gi)).placement
+            facts.update(placementStart=int(placement.start), placementSize=int(placement.size))
+        except (pynvml.NVMLError, AttributeError):
+            pass  # a driver that does not tell where the instance sits: no memory slices published
+        out[(uuid, gi, ci)] = facts
+    return out

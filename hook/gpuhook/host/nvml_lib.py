@@ -39,6 +39,18 @@ class ComputeInstanceProfile(ctypes.Structure):
                 ("sharedJpegCount", _uint), ("sharedOfaCount", _uint)]
 
 
+class Placement(ctypes.Structure):
+    """nvmlGpuInstancePlacement_t: where a GPU instance sits, in memory slices."""
+
+    _fields_ = [("start", _uint), ("size", _uint)]
+
+
+class GpuInstanceInfo(ctypes.Structure):
+    """nvmlGpuInstanceInfo_t."""
+
+    _fields_ = [("device", ctypes.c_void_p), ("id", _uint), ("profileId", _uint), ("placement", Placement)]
+
+
 GI_PROFILES = 0x12  # NVML_GPU_INSTANCE_PROFILE_COUNT: the profile enumeration's values are below it
 CI_PROFILES = 0x9  # NVML_COMPUTE_INSTANCE_PROFILE_COUNT
 NOT_SUPPORTED, IN_USE = 3, 19
@@ -175,6 +187,27 @@ class Nvml:
 
     def destroy_gpu_instance(self, gi: ctypes.c_void_p) -> None:
         self._call("nvmlGpuInstanceDestroy", gi)
+
+    def gi_placements(self, device: ctypes.c_void_p, profile_id: int) -> list[tuple[int, int]]:
+        """The (start, size) in memory slices where a GPU instance of the profile can be made."""
+        out = (Placement * 16)()
+        count = _uint(16)
+        self._call("nvmlDeviceGetGpuInstancePossiblePlacements_v2", device, _uint(profile_id), out,
+                   ctypes.byref(count))
+        return [(int(out[i].start), int(out[i].size)) for i in range(min(count.value, 16))]
+
+    def create_gpu_instance_at(self, device: ctypes.c_void_p, profile_id: int, start: int,
+                               size: int) -> ctypes.c_void_p:
+        made = ctypes.c_void_p()
+        self._call("nvmlDeviceCreateGpuInstanceWithPlacement", device, _uint(profile_id),
+                   ctypes.byref(Placement(start, size)), ctypes.byref(made))
+        return made
+
+    def gi_id(self, gi: ctypes.c_void_p) -> int:
+        """A GPU instance's id (its gi<G> in the driver's procfs)."""
+        info = GpuInstanceInfo()
+        self._call("nvmlGpuInstanceGetInfo", gi, ctypes.byref(info))
+        return int(info.id)
 
     def max_clock(self, device: ctypes.c_void_p, kind: int) -> int:
         return self._uint_out("nvmlDeviceGetMaxClockInfo", device, ctypes.c_int(kind))

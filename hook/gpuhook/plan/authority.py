@@ -72,16 +72,17 @@ class PreparedClaim:
 
 
 def authorize(request: Request, alloc: Allocation | None, config: Config,
-              claims: tuple[tuple[PreparedClaim, tuple[str, ...]], ...] = ()) -> Request:
+              claims: tuple[tuple[PreparedClaim, tuple[str, ...]], ...] = (), dra_driver: str = "") -> Request:
     """`request` with its GPUs replaced by the allocation's, or by the DRA claims' (each with the requests the
     container was given); PolicyError where the policy refuses it. `alloc` is the verified record of
-    request.allocation (None when it presents none); `claims` are verified (granting.py)."""
+    request.allocation (None when it presents none); `claims` are verified (granting.py); `dra_driver`: the name
+    of gpuhook's DRA driver where it serves the node (apply/dra_node.py), whose ways to ask refusals name."""
     allocated = config.policy.requests == "allocated"
     if claims:
         return _from_claims(request, alloc, claims, config)
     if alloc is None:
         if allocated:
-            _refuse_own_request(request, config)
+            _refuse_own_request(request, config, dra_driver)
         return request
     own = next((s for s in request.selections if s.source == f"{PREFIX}gpus"), None)
     if own is not None:
@@ -176,16 +177,28 @@ def claimed_grant(claim: str, d: ClaimedDevice, config: Config) -> Grant:
                  "ask for a whole GPU (a node whose [kubernetes] replicas is 1, or a DeviceClass of whole GPUs)")
 
 
-def _refuse_own_request(request: Request, config: Config) -> None:
+def _refuse_own_request(request: Request, config: Config, dra_driver: str) -> None:
     way = " or ".join(f"{r}: 1" for _, r in resources(config.kubernetes.resources))
     for sel in request.selections:
         if sel.count or sel.devices != ():  # `none` (the driver alone, no GPU) is not a GPU
+            ask = (_claim_way(sel.vendor or "", dra_driver) if dra_driver else
+                   f"resources.limits ({_resource_of(sel, config) or way})")
             raise PolicyError(f"{sel.source}={sel.shown!r}: on this node only the kubelet grants GPUs "
-                              f"([policy] requests = \"allocated\"): ask in the pod spec with resources.limits "
-                              f"({_resource_of(sel, config) or way})")
+                              f"([policy] requests = \"allocated\"): ask in the pod spec with {ask}")
     if request.tuning.touches_host():
+        ask = _claim_way("", dra_driver) if dra_driver else f"resources.limits ({way})"
         raise PolicyError("tuning (gpuhook.dev/clocks, power-limit, fan, perf-level, compute-mode, exclusive) needs "
-                          f"GPUs the kubelet allocated: add resources.limits ({way}) to the container")
+                          f"GPUs the kubelet allocated: add {ask} to the container")
+
+
+def _claim_way(vendor: str, driver: str) -> str:
+    """How a pod asks for a GPU on a node gpuhook's DRA driver `driver` serves: a claim of the chart's DeviceClass
+    for the vendor (any vendor's: `driver` itself), or the vendor's extended resource where the class serves it
+    (its extendedResourceName, KEP-5004)."""
+    limits = " or ".join(f"{r}: 1" for v, r in resources() if v == vendor or not vendor)  # the chart's names
+    return (f"a ResourceClaim of DeviceClass {f'{vendor}.{driver}' if vendor else driver} (spec.resourceClaims; "
+            f"gpuhook's DRA driver {driver} serves this node), or resources.limits ({limits}) where the cluster "
+            "serves extended resources through DRA (Kubernetes 1.36+)")
 
 
 def _resource_of(sel: Selection, config: Config) -> str:

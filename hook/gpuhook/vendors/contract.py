@@ -49,7 +49,14 @@ class Backend(Protocol):
         ...
 
     def set(self, s: Setting, value: str) -> None:
-        """Change the setting. Writes to the host."""
+        """Change the setting, after `check` of a value asked (never of an original, which is given back as it
+        was). Writes to the host."""
+        ...
+
+    def check(self, s: Setting) -> None:
+        """TuningError naming the GPU's own range (its clocks, power limits, fan speeds) or what it lacks (a fan, a
+        performance level) where it cannot take `s.value`: the shim and the DRA driver ask it before anything
+        changes, `set` asks it last. Reads the GPU; writes nothing."""
         ...
 
     def close(self) -> None:
@@ -110,6 +117,36 @@ class DraDevice:
     versions: tuple[str, ...] = ()  # which attributes are versions (semver)
     capacity: tuple[tuple[str, int], ...] = ()  # bytes for memory, counts otherwise
     numa_in_domain: bool = False  # the vendor's driver publishes the NUMA node under its domain too (AMD's)
+    # What the vendor's driver publishes that gpuhook's own domain never carried: under `domain` only, once (NVIDIA's
+    # addressingMode; a MIG device's multiprocessors, engines and memorySlice<N>), within the 32-field budget
+    domain_attributes: tuple[tuple[str, str | int | bool], ...] = ()
+    domain_capacity: tuple[tuple[str, int], ...] = ()
+
+
+@frozen
+class Partition:
+    """A device a vendor makes when a claim is prepared (KEP-4815's partitionable devices, [kubernetes] partitions =
+    "dynamic"): published as `device` (its `gpu` the physical GPU), taking `consumes` of its GPU's counters, so
+    that the scheduler never allocates two that overlap. `layout` says what to make, in the vendor's words (NVIDIA:
+    profile and placement; AMD: compute and memory modes and the partition's number); () for the whole GPU as it
+    is."""
+
+    device: DraDevice
+    consumes: tuple[tuple[str, int], ...]
+    layout: tuple[tuple[str, str], ...] = ()
+    mode: str = ""  # the mode the whole GPU takes for it (AMD: "CPX NPS1"), shared by its sibling partitions; ""
+    # where each is made alone (a MIG device)
+
+
+@frozen
+class Partitionable:
+    """A physical GPU offered as partitions made on demand: its counters (a CounterSet named `counter_set`) and
+    every partition it can take, the whole GPU among them."""
+
+    gpu: Gpu
+    counter_set: str  # a DNS label, unique in the node's pool
+    counters: tuple[tuple[str, int], ...]
+    partitions: tuple[Partition, ...]
 
 
 # The parts of a vendor beyond the hot path's (registry.Vendor). Each is a module of the vendor's package named
@@ -174,6 +211,22 @@ class KubernetesPart(Protocol):
     def dra_devices(self, inv: VendorInventory, root: Root) -> tuple[DraDevice, ...]:
         """The devices gpuhook's DRA driver publishes for this vendor's GPUs: whole GPUs and slices, named and
         described as the vendor's own DRA driver does. Reads only, may load libraries."""
+        ...
+
+    def partitionable(self, inv: VendorInventory, root: Root) -> tuple[Partitionable, ...]:
+        """The GPUs that can be partitioned on demand, each with its counters and every partition it can take (the
+        DRA driver's [kubernetes] partitions = "dynamic"). Reads only, may load libraries."""
+        ...
+
+    def make_partition(self, root: Root, gpu: Gpu, layout: tuple[tuple[str, str], ...]) -> str:
+        """`gpu` (physical) given the partition `layout` names; the place of what was made (a slice's `place`), ""
+        when nothing is made (the whole GPU). GpuhookError with one line when the GPU cannot. Writes the driver's
+        state."""
+        ...
+
+    def remove_partition(self, root: Root, gpu: Gpu, place: str) -> None:
+        """The partition at `place` that make_partition made on `gpu` removed (gone already is fine). Writes the
+        driver's state."""
         ...
 
 

@@ -4,7 +4,8 @@ what its GPUs do not have, or offers nothing where nothing is the right answer.
 - tuning: a request that sets anything on the GPU, or asks MPS, is refused by name; `partition apply` and the
   tuning backend refuse; a request without settings passes.
 - telemetry: no session (DiscoveryError): the exporter publishes the GPUs without readings.
-- kubernetes: no labels beyond presence, count and driver; time-slicing only; no slices; no DRA devices.
+- kubernetes: no labels beyond presence, count and driver; time-slicing only; no slices; no DRA devices; no
+  partitions made on demand.
 - stack: none (STACK is ""): nothing of the image is checked against the driver.
 - sim: `gpuhook simulate` cannot make its GPUs.
 - doctor: no findings beyond the device nodes.
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from gpuhook.host.root import Root
     from gpuhook.request.tuning import Tuning
     from gpuhook.simulator.host import HostSpec
-    from gpuhook.vendors.contract import Backend, DraDevice, Setting, Source
+    from gpuhook.vendors.contract import Backend, DraDevice, Partitionable, Setting, Source
 
 
 class _Default:
@@ -87,6 +88,17 @@ class NoKubernetes(_Default):
     def dra_devices(self, inv: VendorInventory, root: Root) -> tuple[DraDevice, ...]:
         """No DRA devices."""
         return ()
+
+    def partitionable(self, inv: VendorInventory, root: Root) -> tuple[Partitionable, ...]:
+        """Nothing partitioned on demand."""
+        return ()
+
+    def make_partition(self, root: Root, gpu: Gpu, layout: tuple[tuple[str, str], ...]) -> str:
+        """GpuhookError: nothing to make."""
+        raise GpuhookError(f"gpuhook makes no partitions of {self._label} GPUs")
+
+    def remove_partition(self, root: Root, gpu: Gpu, place: str) -> None:
+        """Nothing was made."""
 
 
 class NoStack(_Default):

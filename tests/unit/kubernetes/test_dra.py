@@ -66,7 +66,8 @@ def test_a_device_carries_gpuhooks_attributes_the_vendors_copies_and_the_standar
                 ("driverVersion", "cudaComputeCapability"))
     body, dropped = device_json(d, 1, "pci0000:10")
     a = body["attributes"]
-    assert not dropped and body["name"] == "gpu-3" and body["capacity"] == {"memory": {"value": str(80 << 30)}}
+    assert not dropped and body["name"] == "gpu-3"
+    assert body["capacity"] == {"memory": {"value": str(80 << 30)}, "gpu.nvidia.com/memory": {"value": str(80 << 30)}}
     assert a["type"] == {"string": "gpu"} and a["gpu.nvidia.com/type"] == {"string": "gpu"}
     assert a["vendor"] == {"string": "nvidia"} and a["index"] == {"int": 3}
     assert a["driverVersion"] == a["gpu.nvidia.com/driverVersion"] == {"version": "535.104.5"}  # semver: no 05
@@ -83,12 +84,13 @@ def test_no_numa_node_is_published_where_the_kernel_says_none_and_a_non_version_
     assert "driverVersion" not in body["attributes"]
 
 
-def test_past_the_apis_32_fields_the_vendor_copies_go_first() -> None:
+def test_past_the_apis_32_fields_what_is_left_out_is_never_gpuhooks_own_the_standard_or_the_bare_capacity() -> None:
     many = tuple((f"fact{i}", i) for i in range(20))
     body, dropped = device_json(_device(many, (("memory", 1),)), 0, "pci0000:00")
-    assert dropped
-    assert len(body["attributes"]) + len(body["capacity"]) <= MAX_FIELDS
-    assert not any(k.startswith("gpu.nvidia.com/") for k in body["attributes"])
+    assert len(dropped) == 48 - MAX_FIELDS  # 3 own, 20 facts bare and copied, 3 standard, 2 capacities
+    assert len(body["attributes"]) + len(body["capacity"]) == MAX_FIELDS
+    assert {"type", "vendor", "index", "resource.kubernetes.io/numaNode"} <= set(body["attributes"])
+    assert "memory" in body["capacity"] and "gpu.nvidia.com/memory" in dropped
 
 
 @pytest.mark.parametrize(("count", "expected"), [(0, [0]), (3, [3]), (MAX_DEVICES, [MAX_DEVICES]),
@@ -145,8 +147,9 @@ def test_a_time_sliced_device_takes_that_many_claims_each_with_its_share_by_defa
     assert body["capacity"]["shares"] == {"value": "4", "requestPolicy": {
         "default": "1", "validRange": {"min": "1", "max": "4"}}}
     assert body["capacity"]["memory"]["requestPolicy"]["default"] == str(20 << 30)
+    assert body["capacity"]["gpu.nvidia.com/memory"]["requestPolicy"]["default"] == str(20 << 30)
     whole, _ = device_json(_device(capacity=(("memory", 80 << 30),)), 0, "")
-    assert "allowMultipleAllocations" not in whole and whole["capacity"] == {"memory": {"value": str(80 << 30)}}
+    assert "allowMultipleAllocations" not in whole and whole["capacity"]["memory"] == {"value": str(80 << 30)}
 
 
 @pytest.mark.parametrize(("table", "keys", "admin", "expected"), [
@@ -182,9 +185,9 @@ def test_a_driver_in_a_container_of_its_own_names_the_nodes_paths_in_its_cdi_spe
     from gpuhook.apply import claims
     from gpuhook.config import from_table
     from gpuhook.host.root import Root
-    from gpuhook.kubernetes.dra.devices import describe
-    from gpuhook.kubernetes.dra.driver import _hooks
+    from gpuhook.kubernetes.dra.loop import _hooks
     from gpuhook.kubernetes.dra.state import Preparer
+    from gpuhook.kubernetes.dra.taints import Xids, describe
     from gpuhook.plan.authority import ClaimedDevice, PreparedClaim
     from gpuhook.testing.simulate import HostSpec, build_host
     from gpuhook.vendors.discover import discover, identified
@@ -202,7 +205,7 @@ def test_a_driver_in_a_container_of_its_own_names_the_nodes_paths_in_its_cdi_spe
                         "/etc/gpuhook/config.toml")
     root = Root(config.host_root)
     inventory = identified(root, discover(root))
-    devices, _ = describe(inventory, root)
+    devices = [d for d, _ in describe(inventory, root, Xids(), {})]
     d = devices[0]
     checkpoint = tmp_path / "plugins" / DRIVER
     claims.save(str(checkpoint), PreparedClaim(uid="uid-1", namespace="ns", name="claim", devices=(

@@ -19,8 +19,8 @@ from gpuhook.host.root import Root
 from gpuhook.kubernetes.api import dra_pb2
 from gpuhook.kubernetes.dra import driver as dra_driver
 from gpuhook.kubernetes.dra.claim_locks import ClaimLocks
-from gpuhook.kubernetes.dra.devices import describe
 from gpuhook.kubernetes.dra.state import Preparer
+from gpuhook.kubernetes.dra.taints import Xids, describe, publishable
 from gpuhook.testing.simulate import HostSpec, build_host
 from gpuhook.vendors.discover import discover, identified
 
@@ -50,7 +50,8 @@ def _servicer(tmp_path: Path, config_entries: list[dict[str, Any]] | None = None
                         str(tmp_path / "config.toml"))
     root = Root(host)
     inventory = identified(root, discover(root))
-    devices, left = describe(inventory, root)
+    shown, left = publishable(describe(inventory, root, Xids(), {}), True)
+    devices = [d for d, _ in shown]
     checkpoint = str(tmp_path / "plugins" / DRIVER)
     preparer = Preparer(config, _Api(devices[0].name, config_entries), DRIVER, NODE, str(tmp_path / "cdi"),  # type: ignore[arg-type]
                         "/bin/gpuhook-hook", "/bin/gpuhook", checkpoint=checkpoint)

@@ -51,6 +51,33 @@ def test_allocated_refusal_names_the_configured_resource() -> None:
         authorize(parse_request({}, {"NVIDIA_VISIBLE_DEVICES": "all"}), None, config)
 
 
+DRA_ASKS = [
+    ("nvidia env", {}, {"NVIDIA_VISIBLE_DEVICES": "all"}, "DeviceClass nvidia.gpu.example.com", "nvidia.com/gpu: 1"),
+    ("amd annotation", {A + "gpus": "0", A + "vendor": "amd"}, {}, "DeviceClass amd.gpu.example.com",
+     "amd.com/gpu: 1"),
+    ("any vendor", {A + "gpus": "all"}, {}, "DeviceClass gpu.example.com ", BOTH),
+]
+
+
+@pytest.mark.parametrize(("annotations", "env", "claim", "limits"), [o[1:] for o in DRA_ASKS],
+                         ids=[o[0] for o in DRA_ASKS])
+def test_allocated_refusal_on_a_dra_node_names_its_device_class_and_extended_resource(
+        annotations: dict[str, str], env: dict[str, str], claim: str, limits: str) -> None:
+    """Where gpuhook's DRA driver serves the node: a ResourceClaim of the chart's class, or the vendor's extended
+    resource where the cluster serves it through DRA (the class's extendedResourceName)."""
+    with pytest.raises(PolicyError) as e:
+        authorize(parse_request(annotations, env), None, ALLOCATED, dra_driver="gpu.example.com")
+    assert "on this node only the kubelet grants GPUs" in str(e.value)
+    assert f"a ResourceClaim of {claim}" in str(e.value) and "gpu.example.com serves this node" in str(e.value)
+    assert f"resources.limits ({limits}) where the cluster serves extended resources through DRA" in str(e.value)
+
+
+def test_tuning_without_a_claim_on_a_dra_node_names_the_claim() -> None:
+    with pytest.raises(PolicyError, match=r"needs GPUs the kubelet allocated: add a ResourceClaim of DeviceClass "
+                                          r"gpu\.gpuhook\.dev "):
+        authorize(parse_request({A + "clocks": "1500"}, {}), None, ALLOCATED, dra_driver="gpu.gpuhook.dev")
+
+
 NO_GPUS = [
     ("nothing", {}, {}),
     ("nvidia env none: the driver alone", {}, {"NVIDIA_VISIBLE_DEVICES": "none"}),

@@ -25,6 +25,11 @@ preparation with one line, which the kubelet shows in the pod's events. The clas
 and the claim's overrides it, field by field, as the API orders them. Unknown fields are refused (a typo must not
 silently tune nothing).
 
+A configuration written for NVIDIA's or AMD's own DRA driver (resource.nvidia.com/v1beta1 GpuConfig and
+MigDeviceConfig, gpu.resource.amd.com/v1alpha1 GpuConfig) is read too, mapped to the same keys or refused by name
+(dra/ported.py): addressed to this driver, or to the vendor's driver by name (gpu.nvidia.com) for requests whose
+devices are all that vendor's, as a claim written for that driver addresses it.
+
 Every number (clocks, powerLimit, fan, mpsActiveThreadPercentage, mpsPinnedMemoryLimit) goes through one parser,
 `_whole`: a JSON integer, or a string of ASCII digits (str.isdigit would take fullwidth or Arabic-Indic digits) at
 most _DIGITS long (int() of thousands of digits fails with Python's own text), within the field's range, with the
@@ -39,12 +44,13 @@ In kubernetes-sigs/dra-example-driver: api/example.com/resource/gpu/v1alpha1/api
 from __future__ import annotations
 
 from gpuhook.errors import KubernetesError
+from gpuhook.kubernetes.dra.ported import APIS, ported_keys
 from gpuhook.request.ids import is_decimal
 from gpuhook.request.knobs import KNOBS, MAX_MHZ, MAX_MPS_MIB, MAX_WATTS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Collection, Mapping, Sequence
     from typing import Any
 
 API_VERSION = "resource.gpuhook.dev/v1alpha1"
@@ -55,21 +61,32 @@ _MAX_TEXT = 64  # a string value longer than this is no value of any field
 
 
 def tuning_by_request(configs: Sequence[Mapping[str, Any]], driver: str, requests: Sequence[str],
-                      claim: str = "") -> dict[str, dict[str, str]]:
+                      claim: str = "",
+                      vendors: Mapping[str, Collection[str]] | None = None) -> dict[str, dict[str, str]]:
     """{request: {tuning key: value}} from an allocation's `config` entries (status.allocation.devices.config:
-    the class's first, then the claim's), those of `driver` only. KubernetesError naming the claim (`claim`,
-    "namespace/name") and the entry at fault."""
+    the class's first, then the claim's): those of `driver`, and those of a vendor's own DRA driver (gpu.nvidia.com)
+    in its configuration's shape (dra/ported.py), for the requests whose devices are all that vendor's (`vendors`:
+    {request: the vendors of its devices}), so that a claim written for that driver keeps its settings here.
+    KubernetesError naming the claim (`claim`, "namespace/name") and the entry at fault."""
     out: dict[str, dict[str, str]] = {r: {} for r in requests}
     for n, entry in enumerate(configs):
         opaque = entry.get("opaque") if isinstance(entry, dict) else None
-        if not isinstance(opaque, dict) or opaque.get("driver") != driver:
-            continue  # another driver's, or a kind of configuration this API version has that we do not read
+        if not isinstance(opaque, dict):
+            continue  # a kind of configuration this API version has that we do not read
+        params = opaque.get("parameters")
+        api = params.get("apiVersion") if isinstance(params, dict) else None
+        vendor = ""
+        if opaque.get("driver") != driver:
+            theirs = APIS.get(str(api))
+            if theirs is None or theirs[0] != opaque.get("driver") or vendors is None:
+                continue  # another driver's
+            vendor = theirs[1]
         where = f"config[{n}] (from the {'class' if entry.get('source') == 'FromClass' else 'claim'})"
         where = f"claim {claim}, {where}" if claim else where
-        keys = _parse(opaque.get("parameters"), where)
+        keys = _parse(params, where)
         for r in entry.get("requests") or requests:
             base = r.partition("/")[0]  # a firstAvailable subrequest (gpu/large) configures its request
-            if base in out:
+            if base in out and (not vendor or set((vendors or {}).get(base, ())) == {vendor}):
                 out[base].update(keys)
     return out
 
@@ -77,9 +94,12 @@ def tuning_by_request(configs: Sequence[Mapping[str, Any]], driver: str, request
 def _parse(params: object, where: str) -> dict[str, str]:
     if not isinstance(params, dict):
         raise KubernetesError(f"{where}: opaque parameters must be an object (apiVersion {API_VERSION}, kind {KIND})")
+    if params.get("apiVersion") in APIS:
+        return ported_keys(params, where)
     if params.get("apiVersion") != API_VERSION or params.get("kind") != KIND:
         raise KubernetesError(f"{where}: apiVersion {params.get('apiVersion')!r}, kind {params.get('kind')!r}: "
-                              f"gpuhook's driver reads apiVersion {API_VERSION}, kind {KIND}")
+                              f"gpuhook's driver reads apiVersion {API_VERSION}, kind {KIND}, and NVIDIA's and "
+                              f"AMD's drivers' configurations ({', '.join(APIS)})")
     unknown = sorted(set(params) - {"apiVersion", "kind", *FIELDS})
     if unknown:
         raise KubernetesError(f"{where}: unknown field {unknown[0]!r} in {KIND}: known fields are "

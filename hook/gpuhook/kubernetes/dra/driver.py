@@ -4,12 +4,19 @@ NodePrepareResources and NodeUnprepareResources on its own socket (kubernetes/dr
 node's devices as ResourceSlices (dra/devices.py, dra/slices.py).
 
 Every `[kubernetes] health_interval` it runs discovery again (the runtime's own): a GPU that goes, turns unhealthy,
-or whose MIG layout or partition mode changes is republished. An unhealthy GPU leaves the slices (no new claim gets
-it), and the kubelet's health watch (DRAResourceHealth, on by default from 1.36) hears it UNHEALTHY, with why, so
-that the pods holding it say so in their status. When the kubelet removes its sockets (a restart) it
-serves and registers anew. SIGTERM or SIGINT: stop serving, remove the sockets, exit 0; the slices stay (the
-kubelet removes an unregistered driver's slices itself), and so do the prepared claims' records and CDI specs,
-which a new driver answers from.
+or whose MIG layout or partition mode changes is republished. An unhealthy GPU stays in the slices with a taint per
+fault (dra/taints.py: no new claim gets it unless it tolerates the taint, and NoExecute evicts the pods holding it),
+or leaves them where the cluster keeps no taints; the kubelet's health watch (DRAResourceHealth, on by default from
+1.36) hears it UNHEALTHY, with why, so that the pods holding it say so in their status. When the kubelet removes
+its sockets (a restart) it serves and registers anew. SIGTERM or SIGINT: stop serving, remove the sockets, exit 0;
+the slices stay (the kubelet removes an unregistered driver's slices itself), and so do the prepared claims' records
+and CDI specs, which a new driver answers from.
+
+With `[kubernetes] partitions = "dynamic"` (`--partitions=dynamic`) each GPU a vendor can partition is published as
+every partition it can take over shared counters, and a claim's partition is made when it is prepared
+(dra/partitionable.py).
+
+The loop that discovers, publishes and serves is dra/loop.py (`run`).
 
 In kubernetes-sigs/dra-example-driver: cmd/dra-example-kubeletplugin/driver.go and health.go (the plugin and its health
 watch); the kubeletplugin helper's registration and sockets are dra/registration.py here.
@@ -17,17 +24,10 @@ watch); the kubeletplugin helper's registration and sockets are dra/registration
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import sys
 import threading
 
-import grpc
-
 from gpuhook.errors import GpuhookError
-from gpuhook.host.numa import numa_node
-from gpuhook.host.root import Root
 from gpuhook.kubernetes.api import dra_pb2 as pb
 from gpuhook.kubernetes.api import (
     dra_pb2_grpc,
@@ -37,11 +37,7 @@ from gpuhook.kubernetes.api import (
     pluginregistration_pb2_grpc,
 )
 from gpuhook.kubernetes.dra.claim_locks import ClaimLocks
-from gpuhook.kubernetes.dra.devices import describe, device_json, pcie_root
-from gpuhook.kubernetes.dra.registration import serve
-from gpuhook.kubernetes.dra.slices import Publisher
 from gpuhook.kubernetes.dra.state import Preparer
-from gpuhook.vendors.discover import discover, identified
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -49,7 +45,6 @@ if TYPE_CHECKING:
 
     from gpuhook.config import Config
     from gpuhook.host.inventory import Inventory
-    from gpuhook.kubernetes.apiserver import ApiServer
     from gpuhook.vendors.contract import DraDevice
 
 DRIVER = "gpu.gpuhook.dev"
@@ -169,101 +164,6 @@ class Driver(dra_pb2_grpc.DRAPluginServicer, drahealth_pb2_grpc.DRAResourceHealt
         return answer
 
 
-def run(config: Config, api: ApiServer, node: str, driver: str, plugins_dir: str, registry_dir: str,
-        cdi_dir: str, node_root: str = "/", node_bin_dir: str = "") -> int:
-    """Serve until SIGTERM/SIGINT; returns the exit status. Reads the host, writes sockets, CDI specs and
-    records, talks to the kubelet and the API server. `node_root`, `node_bin_dir`: a driver in a container of its
-    own (the chart's) names the node's paths in its CDI specs (dra/state.Preparer)."""
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    hook, gpuhook_bin, helper = _hooks(os.path.dirname(os.path.abspath(sys.argv[0])), node_bin_dir)
-    preparer = Preparer(config, api, driver, node, cdi_dir, hook, gpuhook_bin, helper,
-                        checkpoint=os.path.join(plugins_dir, driver), node_root=node_root)
-    endpoint = os.path.join(plugins_dir, driver, "dra.sock")
-    registration = os.path.join(registry_dir, f"{driver}-reg.sock")
-    servicer = Driver(config, preparer, endpoint, driver)
-    publisher = Publisher(api, driver, node)
-    root = Root(config.host_root)
-    server: grpc.Server | None = None
-    said: set[str] = set()
-    layout: tuple[Any, ...] | None = None
-    wanted: list[dict[str, Any]] = []
-    left: dict[str, str] = {}
-    try:
-        while not stop.is_set():
-            found = discover(root)
-            now = _layout(found)
-            if now != layout:  # the vendors' facts (NVML, KFD) asked again only when discovery changed
-                layout = now
-                inventory = identified(root, found)
-                devices, left = describe(inventory, root)
-                servicer.update({d.name: d for d in devices}, inventory, left)
-                wanted = [_body(d, root, said, config.kubernetes.replicas) for d in devices]
-                if server is None:  # before the kubelet can call: what a reboot took from /run, back
-                    restored, problems = preparer.restore({d.name: d for d in devices}, inventory)
-                    for claim in restored:
-                        say(f"restored prepared claim {claim} from the checkpoint")
-                    for problem in problems:
-                        say(f"cannot restore a prepared claim: {problem}")
-            if servicer.republish.is_set():
-                servicer.republish.clear()
-                publisher.forget()
-            try:
-                if publisher.publish(wanted):
-                    say(f"published {len(wanted)} devices in node {node}'s pool" + (
-                        "; left out: " + ", ".join(f"{n} ({why})" for n, why in left.items()) if left else ""))
-            except GpuhookError as e:
-                publisher.forget()
-                _once(said, f"cannot publish the node's ResourceSlices ({e}); trying again")
-            if server is None or not (os.path.exists(endpoint) and os.path.exists(registration)):
-                if server is not None:
-                    say("the kubelet removed our sockets (it restarted): serving and registering anew")
-                server = serve(servicer, endpoint, registration, server)
-            stop.wait(config.kubernetes.health_interval)
-    finally:
-        servicer.stop()
-        if server is not None:
-            server.stop(grace=1).wait(3)
-        for path in (endpoint, registration):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
-        say("stopped")
-    return 0
-
-
-def _hooks(here: str, node_bin_dir: str) -> tuple[str, str, str]:
-    """The programs the CDI specs run (the hook's native front end, gpuhook, the native linker-cache refresh, ""
-    where not built): this build's, named in `node_bin_dir` where the node has it elsewhere (the installer copied
-    this very build there, so what is built here is built there)."""
-    from gpuhook.proc import beside
-
-    there = node_bin_dir or here
-    gpuhook_bin = os.path.join(there, "gpuhook")
-    hook = os.path.join(there, "gpuhook-hook") if beside(here, "gpuhook-hook") else gpuhook_bin
-    helper = os.path.join(there, "gpuhook-createhook") if beside(here, "gpuhook-createhook") else ""
-    return hook, gpuhook_bin, helper
-
-
-def _layout(inventory: Inventory) -> tuple[Any, ...]:
-    """What discovery says that the published devices depend on: each GPU and slice, its nodes, its shape and
-    its health, and the drivers' versions."""
-    from gpuhook.host.health import problem
-
-    return tuple((v.vendor, v.driver_version, tuple((g.key(), g.pci, g.profile, g.place, problem(g),
-                                                     tuple(n.path for n in g.nodes)) for g in (*v.gpus, *v.slices)))
-                 for v in inventory.vendors)
-
-
-def _body(d: DraDevice, root: Root, said: set[str], shares: int) -> dict[str, Any]:
-    """One device as the API takes it. Reads the PCI device's NUMA node and root complex."""
-    body, dropped = device_json(d, numa_node(root, d.gpu.pci) if d.gpu.pci else -1, pcie_root(root, d.gpu.pci),
-                                shares)
-    if dropped:
-        _once(said, f"{d.name}: more than 32 attributes and capacities; its {d.domain}/ copies are left out")
-    return body
-
-
 def _health(pool: str, name: str, why: str) -> Any:
     """One device's health as the kubelet's watch reads it."""
     import time
@@ -272,9 +172,3 @@ def _health(pool: str, name: str, why: str) -> Any:
     return drahealth_pb2.DeviceHealth(device=drahealth_pb2.DeviceIdentifier(pool_name=pool, device_name=name),
                                       health=status, last_updated_time=int(time.time()),
                                       health_check_timeout_seconds=_HEALTH_TIMEOUT, message=why)
-
-
-def _once(said: set[str], line: str) -> None:
-    if line not in said:
-        said.add(line)
-        say(line)

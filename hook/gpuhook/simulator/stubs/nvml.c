@@ -201,6 +201,9 @@ int nvmlDeviceGetAttributes_v2(device_t *d, attributes_t *a) {
     memset(a, 0, sizeof *a);
     mig_t *m = &migs[d->mig];
     a->gis = (unsigned)m->gis; a->cis = (unsigned)m->cis; a->mib = m->mib; a->sm = 16u * (unsigned)m->cis;
+    /* an H100's engines by GPU instance size: a copy engine, decoder and JPEG engine a slice (8 copy engines and
+       the optical-flow engine with all 7); no encoders */
+    a->ce = m->gis == 7 ? 8u : (unsigned)m->gis; a->dec = a->jpg = (unsigned)m->gis; a->ofa = m->gis == 7;
     return 0;
 }
 int nvmlDeviceGetCudaComputeCapability(device_t *device, int *major, int *minor) {
@@ -507,4 +510,62 @@ int nvmlGpuInstanceDestroy(gi_t *gi) {
             return 0;
         }
     return 6;
+}
+
+/* Placements (KEP-4815's partitions made on demand): an H100's, in memory slices (8), by GPU instance profile. A
+   GPU instance made at a placement is remembered in STUB_STATE.migplace ("<gpu> <gi> <start> <size>"), and one
+   that would overlap another so made is refused, as the driver refuses it. */
+typedef struct { unsigned start, size; } placement_t;
+typedef struct { device_t *device; unsigned id, profile; placement_t placement; } gi_instance_info_t;
+static unsigned placements_of(unsigned profile, placement_t *out) {
+    unsigned size = profile == 0 ? 1 : profile == 1 || profile == 9 ? 2 : profile == 2 || profile == 3 ? 4 : 8;
+    unsigned last = profile == 0 ? 6 : profile == 1 ? 4 : profile == 9 ? 6 : profile == 2 ? 4 : 0, n = 0;
+    if (profile > 4 && profile != 9) return 0;
+    for (unsigned s = 0; s <= last; s += size) { out[n].start = s; out[n].size = size; n++; }
+    return n;
+}
+int nvmlDeviceGetGpuInstancePossiblePlacements_v2(device_t *d, unsigned profile, placement_t *out, unsigned *count) {
+    (void)d;
+    placement_t all[8];
+    unsigned n = placements_of(profile, all);
+    if (!n) return 3;
+    if (!out) { *count = n; return 0; }
+    if (*count < n) { *count = n; return 7; }
+    memcpy(out, all, n * sizeof *all);
+    *count = n;
+    return 0;
+}
+static int placed(int gpu, int gi, placement_t *p) { /* the placement a GPU instance was made at; 0 if none known */
+    FILE *f = fopen(STUB_STATE ".migplace", "r");
+    int g, i, found = 0;
+    unsigned s, z;
+    while (f && fscanf(f, "%d %d %u %u", &g, &i, &s, &z) == 4)
+        if (g == gpu && i == gi) { p->start = s; p->size = z; found = 1; }
+    if (f) fclose(f);
+    return found;
+}
+int nvmlDeviceCreateGpuInstanceWithPlacement(device_t *d, unsigned profile, const placement_t *at, gi_t **gi) {
+    load_migs();
+    placement_t all[8], other;
+    unsigned n = placements_of(profile, all), ok = 0;
+    for (unsigned i = 0; i < n; i++) if (all[i].start == at->start && all[i].size == at->size) ok = 1;
+    if (!ok) return 2; /* NVML_ERROR_INVALID_ARGUMENT */
+    for (int i = 0; i < mig_count; i++)
+        if (migs[i].gpu == d->index && placed(d->index, migs[i].gi, &other) &&
+            other.start < at->start + at->size && at->start < other.start + other.size)
+            return 23; /* NVML_ERROR_INSUFFICIENT_RESOURCES */
+    int code = nvmlDeviceCreateGpuInstance(d, profile, gi);
+    if (code) return code;
+    FILE *f = fopen(STUB_STATE ".migplace", "a");
+    if (f) { fprintf(f, "%d %d %u %u\n", d->index, (*gi)->gi, at->start, at->size); fclose(f); }
+    return 0;
+}
+int nvmlGpuInstanceGetInfo(gi_t *gi, gi_instance_info_t *info) {
+    memset(info, 0, sizeof *info);
+    devices[gi->gpu].index = gi->gpu;
+    devices[gi->gpu].mig = -1;
+    info->device = &devices[gi->gpu];
+    info->id = (unsigned)gi->gi;
+    if (!placed(gi->gpu, gi->gi, &info->placement)) { info->placement.start = 0; info->placement.size = gi->slices; }
+    return 0;
 }

@@ -10,7 +10,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from gpuhook.host.inventory import Gpu, VendorInventory
     from gpuhook.host.root import Root
-    from gpuhook.vendors.contract import DraDevice
+    from gpuhook.vendors.contract import DraDevice, Partitionable
 
 SLICE_RESOURCE = "hygon.com/{profile}"
 RESOURCE = "hygon.com/dcu"  # the device plugin's, as the vendor's own plugin names it
@@ -85,3 +85,19 @@ def _facts(root: Root, node: str, props: dict[str, int], gpu: Gpu) -> dict[str, 
     cus = props["simd_count"] // props["simd_per_cu"] if props.get("simd_count") and props.get("simd_per_cu") else 0
     return {"name": gpu.model, "cu-count": str(cus) if cus else "",
             "vram": f"{(size // _MIB + 512) // 1024}G" if size else "", "bytes": str(size)}
+
+
+def partitionable(inv: VendorInventory, root: Root) -> tuple[Partitionable, ...]:
+    """None: a DCU is not partitioned on demand."""
+    return ()
+
+
+def make_partition(root: Root, gpu: Gpu, layout: tuple[tuple[str, str], ...]) -> str:
+    """GpuhookError: DCUs are not partitioned on demand."""
+    from gpuhook.errors import GpuhookError
+
+    raise GpuhookError("gpuhook makes no partitions of Hygon DCUs")
+
+
+def remove_partition(root: Root, gpu: Gpu, place: str) -> None:
+    """Nothing was made."""

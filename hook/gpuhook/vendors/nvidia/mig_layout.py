@@ -59,12 +59,12 @@ def _apply(nvml: Nvml, root: Root, gpu: Gpu, h: c_void_p, wanted: list[str], dry
             raise GpuhookError(f"NVIDIA GPU {gpu.index} ({gpu.uuid}) is not MIG capable: mig {wanted} refused") \
                 from e
         raise
-    profiles = _profiles(nvml, h)
-    missing = [p for p in wanted if p not in profiles]
+    offered = profiles(nvml, h)
+    missing = [p for p in wanted if p not in offered]
     if missing:
-        raise GpuhookError(f"NVIDIA GPU {gpu.index} ({gpu.uuid}) has MIG profiles {', '.join(profiles)}: "
+        raise GpuhookError(f"NVIDIA GPU {gpu.index} ({gpu.uuid}) has MIG profiles {', '.join(offered)}: "
                            f"{missing[0]} refused")
-    have = _instances(nvml, h, profiles) if current else []
+    have = _instances(nvml, h, offered) if current else []
     if bool(current) == bool(wanted) and Counter(n for n, _ in have) == Counter(wanted):
         return ""
     if dry_run:
@@ -72,7 +72,7 @@ def _apply(nvml: Nvml, root: Root, gpu: Gpu, h: c_void_p, wanted: list[str], dry
         return f"{before or 'no MIG devices'} -> {', '.join(wanted) or 'MIG off'}"
     for _, gi in have:  # compute instances first: a GPU instance with one is in use
         for ci_profile in range(_ci_count()):
-            for ci in _listed(nvml.compute_instances, gi, ci_profile):
+            for ci in listed(nvml.compute_instances, gi, ci_profile):
                 nvml.destroy_compute_instance(ci)
         nvml.destroy_gpu_instance(gi)
     if bool(current) != bool(wanted):
@@ -84,20 +84,20 @@ def _apply(nvml: Nvml, root: Root, gpu: Gpu, h: c_void_p, wanted: list[str], dry
                                "apply again")
     made: list[str] = []
     for name in wanted:
-        profile_id, slices = profiles[name]
+        profile_id, slices = offered[name]
         gi = nvml.create_gpu_instance(h, profile_id)
-        ci_id = next((p for p in range(_ci_count()) if _ci_slices(nvml, gi, p) == slices), None)
+        ci_id = next((p for p in range(_ci_count()) if ci_slices(nvml, gi, p) == slices), None)
         if ci_id is None:
             raise GpuhookError(f"NVIDIA GPU {gpu.index}: no compute instance profile fills a {name} GPU instance; "
                                f"the GPU has {', '.join(made) or 'no MIG devices'} now")
         nvml.create_compute_instance(gi, ci_id)
         made.append(name)
-    _make_nodes(root, gpu)
+    make_nodes(root, gpu)
     before = ", ".join(n for n, _ in have) if current else "MIG off"
     return f"{before or 'no MIG devices'} -> {', '.join(made) or 'MIG off'}"
 
 
-def _profiles(nvml: Nvml, h: c_void_p) -> dict[str, tuple[int, int]]:
+def profiles(nvml: Nvml, h: c_void_p) -> dict[str, tuple[int, int]]:
     """NVML's GPU instance profiles of the GPU: name -> (profile id, slices), the first of each name."""
     from gpuhook.host.nvml_lib import GI_PROFILES, NvmlError
 
@@ -113,7 +113,7 @@ def _profiles(nvml: Nvml, h: c_void_p) -> dict[str, tuple[int, int]]:
 
 
 def _instances(nvml: Nvml, h: c_void_p, profiles: dict[str, tuple[int, int]]) -> list[tuple[str, c_void_p]]:
-    return [(name, gi) for name, (pid, _) in profiles.items() for gi in _listed(nvml.gpu_instances, h, pid)]
+    return [(name, gi) for name, (pid, _) in profiles.items() for gi in listed(nvml.gpu_instances, h, pid)]
 
 
 def _ci_count() -> int:
@@ -122,7 +122,8 @@ def _ci_count() -> int:
     return CI_PROFILES
 
 
-def _ci_slices(nvml: Nvml, gi: c_void_p, profile: int) -> int:
+def ci_slices(nvml: Nvml, gi: c_void_p, profile: int) -> int:
+    """The slices of a compute instance profile in a GPU instance; -1 where it has no such profile."""
     from gpuhook.host.nvml_lib import NvmlError
 
     try:
@@ -131,7 +132,7 @@ def _ci_slices(nvml: Nvml, gi: c_void_p, profile: int) -> int:
         return -1
 
 
-def _listed(call: Callable[[c_void_p, int], list[c_void_p]], handle: c_void_p, profile: int) -> list[c_void_p]:
+def listed(call: Callable[[c_void_p, int], list[c_void_p]], handle: c_void_p, profile: int) -> list[c_void_p]:
     """The instances NVML lists for a profile ([] where the GPU has no such profile)."""
     from gpuhook.host.nvml_lib import NvmlError
 
@@ -141,7 +142,7 @@ def _listed(call: Callable[[c_void_p, int], list[c_void_p]], handle: c_void_p, p
         return []
 
 
-def _make_nodes(root: Root, gpu: Gpu) -> None:
+def make_nodes(root: Root, gpu: Gpu) -> None:
     """The capability nodes of the GPU's MIG devices the host lacks, as nvidia-modprobe makes them."""
     minor = next((n.minor for n in gpu.nodes if n.path.startswith("/dev/nvidia") and n.path[11:].isdigit()), None)
     try:

@@ -83,6 +83,7 @@ def build(root: str, spec: HostSpec, count: int) -> None:
     node(root, "/dev/nvidia-modeset", NV_MAJOR, 254, 0o666, 0)
     node(root, "/dev/nvidia-uvm", UVM_MAJOR, 0, 0o666, 0)
     node(root, "/dev/nvidia-uvm-tools", UVM_MAJOR, 1, 0o666, 0)
+    write(root, "/dev/kmsg", "")  # the kernel log, a plain file: where the driver logs XIDs (testing/faults.py)
     if options(spec).mig or options(spec).mig_capable:
         from gpuhook.vendors.nvidia import sim_mig
 
