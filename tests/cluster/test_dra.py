@@ -97,6 +97,25 @@ def exactly(device_class: str, count: int = 1, selectors: tuple[str, ...] = (), 
     return {"devices": {"requests": [{"name": "gpu", "exactly": request}], **more}}
 
 
+def driver_argv(plane: ControlPlane, n: Node, d: Path, specs: Path) -> list[str]:
+    """The chart's RBAC and DeviceClasses applied, and `gpuhook dra-driver`'s command line as the chart's service
+    account (a token's kubeconfig in `d`), serving node `n` with its CDI specs in `specs`."""
+    rendered = [o for o in yaml.safe_load_all((REPO / "packaging/kubernetes/daemonset-dra.yaml").read_text())
+                if o and o["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DeviceClass")]
+    plane.apply(*rendered)
+    token = plane.kubectl("create", "token", "gpuhook-dra", "-n", "kube-system", "--duration", "2h").stdout
+    kubeconfig = d / "dra.kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "dra",
+        "clusters": [{"name": "c", "cluster": {"server": plane.server,
+                                               "certificate-authority": str(d / "plane/pki/ca.crt")}}],
+        "users": [{"name": "dra", "user": {"token": token.strip()}}],
+        "contexts": [{"name": "dra", "context": {"cluster": "c", "user": "dra"}}]}))
+    return [conftest.GPUHOOK, "dra-driver", "--node-name", NODE, "--kubeconfig", str(kubeconfig),
+            "--kubelet-plugins-dir", str(n.d / "kubelet/plugins"),
+            "--kubelet-registry-dir", str(n.d / "kubelet/plugins_registry"), "--cdi-dir", str(specs)]
+
+
 @pytest.fixture(scope="module")
 def dra(tmp_path_factory: pytest.TempPathFactory, base_rootfs: str, kube_version: str,
         kube_gates_off: tuple[str, ...]) -> Iterator[Dra]:
@@ -108,22 +127,9 @@ def dra(tmp_path_factory: pytest.TempPathFactory, base_rootfs: str, kube_version
             node(d / "node", base_rootfs, conftest.SHIM, conftest.GPUHOOK, plane, str(built / "containerd"),
                  host_spec=HOST, cdi_dirs=(str(specs),)) as n:
         n.stop_plugin()  # one way to publish a node's GPUs
-        rendered = [o for o in yaml.safe_load_all((REPO / "packaging/kubernetes/daemonset-dra.yaml").read_text())
-                    if o and o["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DeviceClass")]
-        plane.apply(*rendered)
         plane.apply({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "plain"},
                      "handler": "runc"})
-        token = plane.kubectl("create", "token", "gpuhook-dra", "-n", "kube-system", "--duration", "2h").stdout
-        kubeconfig = d / "dra.kubeconfig"
-        kubeconfig.write_text(json.dumps({
-            "apiVersion": "v1", "kind": "Config", "current-context": "dra",
-            "clusters": [{"name": "c", "cluster": {"server": plane.server,
-                                                   "certificate-authority": str(d / "plane/pki/ca.crt")}}],
-            "users": [{"name": "dra", "user": {"token": token.strip()}}],
-            "contexts": [{"name": "dra", "context": {"cluster": "c", "user": "dra"}}]}))
-        argv = [conftest.GPUHOOK, "dra-driver", "--node-name", NODE, "--kubeconfig", str(kubeconfig),
-                "--kubelet-plugins-dir", str(n.d / "kubelet/plugins"),
-                "--kubelet-registry-dir", str(n.d / "kubelet/plugins_registry"), "--cdi-dir", str(specs)]
+        argv = driver_argv(plane, n, d, specs)
         cluster = Dra(plane, n, specs, argv, {**os.environ, "GPUHOOK_CONFIG": n.env.gpuhook_config})
         cluster.start_driver()
         try:

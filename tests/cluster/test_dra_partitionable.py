@@ -9,22 +9,20 @@ claim goes and the GPU is SPX again."""
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
 from gpuhook.testing.simulate import HostSpec
 from gpuhook.vendors.nvidia import sim_mig
 from tests.e2e import conftest
 
-from .control_plane import NODE, control_plane
-from .node import REPO, components, node, wait_for
+from .control_plane import control_plane
+from .node import components, node, wait_for
 from .test_cluster import _ready, _unschedulable
-from .test_dra import Dra, _events, exactly
+from .test_dra import Dra, _events, driver_argv, exactly
 
 HOST = HostSpec(nvidia=1, amd=1, mig_capable=True)
 SEE = "ls /dev | grep -E '^nvidia[0-9]+$'; ls /dev/nvidia-caps | sed 's/^/CAP /'; sleep 600"
@@ -42,20 +40,7 @@ def dynamic(tmp_path_factory: pytest.TempPathFactory, base_rootfs: str) -> Itera
             node(d / "node", base_rootfs, conftest.SHIM, conftest.GPUHOOK, plane, str(built / "containerd"),
                  host_spec=HOST, cdi_dirs=(str(specs),), kubernetes='partitions = "dynamic"\n') as n:
         n.stop_plugin()
-        rendered = [o for o in yaml.safe_load_all((REPO / "packaging/kubernetes/daemonset-dra.yaml").read_text())
-                    if o and o["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DeviceClass")]
-        plane.apply(*rendered)
-        token = plane.kubectl("create", "token", "gpuhook-dra", "-n", "kube-system", "--duration", "2h").stdout
-        kubeconfig = d / "dra.kubeconfig"
-        kubeconfig.write_text(json.dumps({
-            "apiVersion": "v1", "kind": "Config", "current-context": "dra",
-            "clusters": [{"name": "c", "cluster": {"server": plane.server,
-                                                   "certificate-authority": str(d / "plane/pki/ca.crt")}}],
-            "users": [{"name": "dra", "user": {"token": token.strip()}}],
-            "contexts": [{"name": "dra", "context": {"cluster": "c", "user": "dra"}}]}))
-        argv = [conftest.GPUHOOK, "dra-driver", "--node-name", NODE, "--kubeconfig", str(kubeconfig),
-                "--kubelet-plugins-dir", str(n.d / "kubelet/plugins"),
-                "--kubelet-registry-dir", str(n.d / "kubelet/plugins_registry"), "--cdi-dir", str(specs)]
+        argv = driver_argv(plane, n, d, specs)
         cluster = Dra(plane, n, specs, argv, {**os.environ, "GPUHOOK_CONFIG": n.env.gpuhook_config})
         cluster.start_driver()
         try:

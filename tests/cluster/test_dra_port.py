@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,10 +19,10 @@ import yaml
 from gpuhook.testing.simulate import HostSpec
 from tests.e2e import conftest
 
-from .control_plane import NODE, ControlPlane, control_plane
+from .control_plane import ControlPlane, control_plane
 from .node import REPO, Node, components, node, wait_for
 from .test_cluster import SEE, _ready, _unschedulable
-from .test_dra import Dra, _events, exactly
+from .test_dra import Dra, _events, driver_argv, exactly
 
 HOST = HostSpec(nvidia=2, amd=2, mig=("1g.10gb", "3g.40gb"), mig_gpus=1, numa_nodes=2)
 NVIDIA_API = "resource.nvidia.com/v1beta1"
@@ -58,20 +59,7 @@ def port(tmp_path_factory: pytest.TempPathFactory, base_rootfs: str, kube_versio
             node(d / "node", base_rootfs, conftest.SHIM, conftest.GPUHOOK, plane, str(built / "containerd"),
                  host_spec=HOST, cdi_dirs=(str(specs),)) as n:
         n.stop_plugin()
-        rendered = [o for o in yaml.safe_load_all((REPO / "packaging/kubernetes/daemonset-dra.yaml").read_text())
-                    if o and o["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DeviceClass")]
-        plane.apply(*rendered)
-        token = plane.kubectl("create", "token", "gpuhook-dra", "-n", "kube-system", "--duration", "2h").stdout
-        kubeconfig = d / "dra.kubeconfig"
-        kubeconfig.write_text(json.dumps({
-            "apiVersion": "v1", "kind": "Config", "current-context": "dra",
-            "clusters": [{"name": "c", "cluster": {"server": plane.server,
-                                                   "certificate-authority": str(d / "plane/pki/ca.crt")}}],
-            "users": [{"name": "dra", "user": {"token": token.strip()}}],
-            "contexts": [{"name": "dra", "context": {"cluster": "c", "user": "dra"}}]}))
-        argv = [conftest.GPUHOOK, "dra-driver", "--node-name", NODE, "--kubeconfig", str(kubeconfig),
-                "--kubelet-plugins-dir", str(n.d / "kubelet/plugins"),
-                "--kubelet-registry-dir", str(n.d / "kubelet/plugins_registry"), "--cdi-dir", str(specs)]
+        argv = driver_argv(plane, n, d, specs)
         cluster = Port(plane, n, specs, argv, {**os.environ, "GPUHOOK_CONFIG": n.env.gpuhook_config})
         cluster.start_driver()
         try:
@@ -164,13 +152,17 @@ def test_a_gpuconfig_in_nvidias_shape_is_mapped_or_refused_by_name(port: Port) -
 
 
 def test_under_nvidias_driver_name_a_claim_from_its_docs_runs_unchanged(port: Port) -> None:
-    """The driver as the chart's dra.driverName gpu.nvidia.com, with NVIDIA's chart's DeviceClasses: NVIDIA's
-    claim, class and config as its docs write them."""
+    """The driver as the chart's dra.driverName gpu.nvidia.com, with the DeviceClasses the chart renders under that
+    name (gpu.nvidia.com and mig.nvidia.com among them, as NVIDIA's chart names its own): NVIDIA's claim, class and
+    config as its docs write them."""
     port.renamed("gpu.nvidia.com")
-    for name, kind in (("gpu.nvidia.com", "gpu"), ("mig.nvidia.com", "mig")):
-        port.plane.apply({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name},
-                          "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com' && "
-                                                          f"device.attributes['gpu.nvidia.com'].type == '{kind}'"}}]}})
+    rendered = subprocess.run([str(components() / "helm"), "template", "g", str(REPO / "packaging/helm/gpuhook"),
+                               "--set", "dra.enabled=true", "--set", "devicePlugin.enabled=false",
+                               "--set", "dra.driverName=gpu.nvidia.com"],
+                              capture_output=True, text=True, check=True, timeout=60).stdout
+    classes = [o for o in yaml.safe_load_all(rendered) if o and o["kind"] == "DeviceClass"]
+    assert {"gpu.nvidia.com", "mig.nvidia.com"} <= {c["metadata"]["name"] for c in classes}
+    port.plane.apply(*classes)
     claim = exactly("gpu.nvidia.com", selectors=(
         "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0",),
         config=_nvidia_config("gpu.nvidia.com", strategy="TimeSlicing"))

@@ -10,6 +10,7 @@ from gpuhook.errors import DiscoveryError
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from types import ModuleType
+    from typing import Any
 
 
 @contextmanager
@@ -68,13 +69,10 @@ def cuda_version(pynvml: ModuleType) -> str:
 def mig_devices(pynvml: ModuleType, uuid: str) -> dict[tuple[str, int, int], tuple[str, str, int]]:
     """{(GPU UUID, GI, CI): (MIG UUID, profile, memory MiB)} of the GPU's MIG devices; {} when MIG is off or
     unsupported."""
-    try:
-        handle = pynvml.nvmlDeviceGetHandleByUUID(uuid)
-        if pynvml.nvmlDeviceGetMigMode(handle)[0] != 1:
-            return {}
-        most = pynvml.nvmlDeviceGetMaxMigDeviceCount(handle)
-    except pynvml.NVMLError:
+    parent = _mig_parent(pynvml, uuid)
+    if parent is None:
         return {}
+    handle, most = parent
     out: dict[tuple[str, int, int], tuple[str, str, int]] = {}
     for i in range(most):
         try:
@@ -89,6 +87,17 @@ def mig_devices(pynvml: ModuleType, uuid: str) -> dict[tuple[str, int, int], tup
         except pynvml.NVMLError as e:
             raise DiscoveryError(f"NVML cannot describe MIG device {i} of GPU {uuid}: {e}") from e
     return out
+
+
+def _mig_parent(pynvml: ModuleType, uuid: str) -> tuple[Any, int] | None:
+    """The GPU's handle and how many MIG devices it may hold; None when MIG is off or unsupported."""
+    try:
+        handle = pynvml.nvmlDeviceGetHandleByUUID(uuid)
+        if pynvml.nvmlDeviceGetMigMode(handle)[0] != 1:
+            return None
+        return handle, int(pynvml.nvmlDeviceGetMaxMigDeviceCount(handle))
+    except pynvml.NVMLError:
+        return None
 
 
 def profile_name(gi_slices: int, ci_slices: int, memory_mib: int) -> str:
@@ -119,13 +128,10 @@ def mig_resources(pynvml: ModuleType, uuid: str) -> dict[tuple[str, int, int], d
     placementSize in memory slices; {} when MIG is off or unsupported."""
     names = ("multiprocessorCount", "sharedCopyEngineCount", "sharedDecoderCount", "sharedEncoderCount",
              "sharedJpegCount", "sharedOfaCount", "memorySizeMB")
-    try:
-        handle = pynvml.nvmlDeviceGetHandleByUUID(uuid)
-        if pynvml.nvmlDeviceGetMigMode(handle)[0] != 1:
-            return {}
-        most = pynvml.nvmlDeviceGetMaxMigDeviceCount(handle)
-    except pynvml.NVMLError:
+    parent = _mig_parent(pynvml, uuid)
+    if parent is None:
         return {}
+    handle, most = parent
     out: dict[tuple[str, int, int], dict[str, int]] = {}
     for i in range(most):
         try:

@@ -77,8 +77,10 @@ def test_a_mig_device_carries_nvidias_mig_capacities_and_fits_the_apis_32_fields
 def test_under_nvidias_driver_name_its_names_are_bare_and_published_once(tmp_path: Path) -> None:
     mig = _published(tmp_path, HostSpec(nvidia=1, mig=("7g.80gb",), numa_nodes=2), "gpu.nvidia.com")
     device = mig["gpu-0-mig-7g80gb-1-0"]
-    assert not any(k.startswith("gpu.") for k in (*device["attributes"], *device["capacity"]))
+    theirs = [k for k in (*device["attributes"], *device["capacity"]) if k.startswith("gpu.")]
+    assert theirs == ["gpu.gpuhook.dev/type"]  # gpuhook's own type, which the chart's classes select by
     assert device["attributes"]["type"] == {"string": "mig"} and device["attributes"]["vendor"] == {"string": "nvidia"}
+    assert device["attributes"]["gpu.gpuhook.dev/type"] == {"string": "mig"}
     assert {k: v["value"] for k, v in device["capacity"].items()} == {
         "memory": "85630910464", "multiprocessors": "112", "copyEngines": "8", "decoders": "7", "encoders": "0",
         "jpegEngines": "7", "ofaEngines": "1"}
@@ -125,7 +127,8 @@ def _mig(slices: int) -> DraDevice:
     (OURS, 8, 4, (*(f"gpu.nvidia.com/memorySlice{n}" for n in range(8)), "brand", "cudaDriverVersion",
                   "driverVersion")),
     ("gpu.nvidia.com", 8, 1, ()),
-    ("gpu.nvidia.com", 8, 4, ()),  # 32: 11 of NVIDIA's attributes, vendor, index, 3 standard, 16 capacities
+    # 33: 11 of NVIDIA's attributes, gpuhook's type, vendor, index, 3 standard, 16 capacities
+    ("gpu.nvidia.com", 8, 4, tuple(f"memorySlice{n}" for n in range(8))),
 ], ids=["no slices", "slices, shared", "nvidia's name", "nvidia's name, shared"])
 def test_past_32_fields_memory_slices_go_first_then_gpuhooks_bare_copies_in_their_order(
         driver: str, slices: int, shares: int, dropped: tuple[str, ...]) -> None:

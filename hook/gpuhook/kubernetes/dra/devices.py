@@ -11,7 +11,7 @@ Attributes and capacities, per device:
   addressingMode, a MIG device's multiprocessors, engines and memorySlice<N>; AMD's numaNode). A claim's CEL written
   for that driver reads ours unchanged, `device.capacity["gpu.nvidia.com"].memory` too; only its deviceClassName
   changes. A driver run under the vendor's own name (the chart's dra.driverName: gpu.nvidia.com) publishes the
-  vendor's names bare, once, and gpuhook's `type` as gpu.gpuhook.dev/type where the vendor's differs (AMD's);
+  vendor's names bare, once, and gpuhook's `type` as gpu.gpuhook.dev/type (the chart's classes select by it);
 - Kubernetes' standard ones: resource.kubernetes.io/pciBusID, pcieRoot and numaNode.
 At most 32 attributes and capacities per device (resource.k8s.io/v1's limit in Kubernetes 1.34 to 1.37). A device
 that would have more (an NVIDIA MIG device under gpu.gpuhook.dev) leaves out, until it fits, said in the log: the
@@ -67,14 +67,14 @@ def device_json(d: DraDevice, numa: int, pcie_root: str, shares: int = 1,
     if d.domain and d.domain == driver:  # the driver carries the vendor's name: its bare names are the vendor's
         names = {k for k, _ in theirs}
         attributes = [*theirs, *[a for a in own if a[0] not in names]]
-        attributes += [(f"{OWN_DOMAIN}/type", d.kind)] if dict(theirs).get("type", d.kind) != d.kind else []
+        attributes.append((f"{OWN_DOMAIN}/type", d.kind))  # what the chart's DeviceClasses select by, any name
         capacity = [*their_capacity, *shared]
     else:
         attributes = [*own, *[(k, v) for k, v in d.attributes if k != "type"]]
         attributes += [(f"{d.domain}/{k}", v) for k, v in theirs] if d.domain else []
         capacity = [*d.capacity, *shared, *([(f"{d.domain}/{k}", v) for k, v in their_capacity] if d.domain else [])]
     attributes += standard
-    keep = {n for n, _ in (*own, *standard, *shared, *d.capacity)}  # d.capacity's: the bare capacities
+    keep = {n for n, _ in (*own, *standard, *shared, *d.capacity)} | {f"{OWN_DOMAIN}/type"}  # d.capacity's: bare
     left = _over_budget([n for n, _ in attributes], [n for n, _ in capacity], d.domain, keep)
     dropped = set(left)
     typed = {name: _value(name.rpartition("/")[2], value, d.versions)
