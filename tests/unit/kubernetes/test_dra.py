@@ -32,11 +32,24 @@ def _opaque(source: str = "FromClaim", requests: list[str] | None = None, driver
     ([_opaque("FromClass", clocks="1200", exclusive=True), _opaque(clocks="1500")],
      {"a": {"clocks": "1500", "exclusive": "true"}, "b": {"clocks": "1500", "exclusive": "true"}}),
     ([_opaque(requests=["b"], powerLimit=250, fan=70)], {"a": {}, "b": {"power-limit": "250", "fan": "70"}}),
-    ([_opaque(requests=["a/large"], perfLevel="high")], {"a": {"perf-level": "high"}, "b": {}}),
     ([_opaque(driver="gpu.nvidia.com", clocks="1500")], {"a": {}, "b": {}}),
-], ids=["none", "all requests", "claim over class", "one request", "a subrequest's", "another driver's"])
+], ids=["none", "all requests", "claim over class", "one request", "another driver's"])
 def test_a_claims_configuration_by_request(configs: list[dict[str, Any]], expected: dict[str, Any]) -> None:
     assert tuning_by_request(configs, DRIVER, ["a", "b"]) == expected
+
+
+@pytest.mark.parametrize(("allocated", "named", "expected"), [
+    ("a/large", ["a/large"], {"perf-level": "high"}),
+    ("a/small", ["a/large"], {}),
+    ("a/small", ["a"], {"perf-level": "high"}),
+    ("a/small", None, {"perf-level": "high"}),
+], ids=["the subrequest allocated", "another subrequest", "its request", "every request"])
+def test_a_first_available_requests_configuration(allocated: str, named: list[str] | None,
+                                                  expected: dict[str, str]) -> None:
+    """The scheduler allocates one subrequest of a firstAvailable request (results name it a/small): a config
+    naming the request holds for it, one naming another subrequest does not."""
+    got = tuning_by_request([_opaque(requests=named, perfLevel="high")], DRIVER, [allocated, "b"])
+    assert got == {"a": expected, "b": {} if named else {"perf-level": "high"}}
 
 
 @pytest.mark.parametrize(("entry", "says"), [

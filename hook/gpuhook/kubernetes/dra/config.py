@@ -68,7 +68,7 @@ def tuning_by_request(configs: Sequence[Mapping[str, Any]], driver: str, request
     in its configuration's shape (dra/ported.py), for the requests whose devices are all that vendor's (`vendors`:
     {request: the vendors of its devices}), so that a claim written for that driver keeps its settings here.
     KubernetesError naming the claim (`claim`, "namespace/name") and the entry at fault."""
-    out: dict[str, dict[str, str]] = {r: {} for r in requests}
+    out: dict[str, dict[str, str]] = {r.partition("/")[0]: {} for r in requests}  # keyed by the claim's request
     for n, entry in enumerate(configs):
         opaque = entry.get("opaque") if isinstance(entry, dict) else None
         if not isinstance(opaque, dict):
@@ -84,8 +84,12 @@ def tuning_by_request(configs: Sequence[Mapping[str, Any]], driver: str, request
         where = f"config[{n}] (from the {'class' if entry.get('source') == 'FromClass' else 'claim'})"
         where = f"claim {claim}, {where}" if claim else where
         keys = _parse(params, where)
-        for r in entry.get("requests") or requests:
-            base = r.partition("/")[0]  # a firstAvailable subrequest (gpu/large) configures its request
+        for r in entry.get("requests") or out:
+            # a firstAvailable request: a config naming it (gpu) holds for whichever subrequest was allocated, one
+            # naming a subrequest (gpu/large) only where that one was
+            base = r.partition("/")[0]
+            if r != base and r not in requests:
+                continue
             if base in out and (not vendor or set((vendors or {}).get(base, ())) == {vendor}):
                 out[base].update(keys)
     return out
