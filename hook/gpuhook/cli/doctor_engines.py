@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from gpuhook.engines.engine import Engine
 
 HOOK = "nvidia-container-runtime-hook"
+CDI_HOOK = "nvidia-cdi-hook"  # Docker 29 resolves --gpus through CDI (nvidia.com/gpu=ID) where it finds this
+GPUS_VIA_CDI = (29, 3)  # the first Docker that resolves --gpus through CDI specs (amd.com/gpu, nvidia.com/gpu)
 SYSTEMD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # a unit's PATH unless it sets one
 _OURS = b"--revert removes"  # a line gpuhook marks as its own in a main config (containerd's imports line)
 
@@ -32,16 +34,18 @@ def checks(paths: dict[str, str] | None = None, proc: str = "/proc", search: str
     `PROGRAM --version`); `cdi_specs`: whether gpuhook's CDI specs are there (default: /etc/cdi, /var/run/cdi).
     Reads the engines' config files and /proc; runs each installed program's --version."""
     out: list[tuple[str, ...]] = []
+    releases: dict[str, str] = {}
     engines = [e for e in all_engines() if paths is None or e.name in paths]
     specs = _gpuhook_specs() if cdi_specs is None else cdi_specs
     for engine in engines:
         path = engine.config_path if paths is None else paths[engine.name]
         program = shutil.which(engine.program, path=search)
         hook = engine.gpus_hook and program is not None and shutil.which(HOOK, path=search) is not None
-        out += report(engine, path, program, (version or _version)(program) if program else "", specs, hook)
+        releases[engine.name] = (version or _version)(program) if program else ""
+        out += report(engine, path, program, releases[engine.name], specs, hook)
     for engine in engines:
         if engine.gpus_hook and shutil.which(engine.program, path=search):
-            out.append(gpus_hook(engine, _daemon_path(engine.program, proc, search)))
+            out.append(gpus_hook(engine, _daemon_path(engine.program, proc, search), releases[engine.name]))
     return out
 
 
@@ -166,11 +170,24 @@ def _gpuhook_specs() -> bool:
     return any(os.path.basename(p).startswith("gpuhook") for p in spec_files())
 
 
-def gpus_hook(engine: Engine, search: str) -> tuple[str, ...]:
+def gpus_hook(engine: Engine, search: str, version: str = "") -> tuple[str, ...]:
     """Whose nvidia-container-runtime-hook `engine`'s daemon finds on `search` (its PATH) for `--gpus`: gpuhook's,
-    NVIDIA's, or none."""
+    NVIDIA's, or none; from Docker 29.3 (`version`), CDI first where nvidia-cdi-hook is there, and AMD GPUs through
+    CDI specs without either."""
+    from gpuhook.request.requirements import version_tuple
+
     name, daemon = engine.name, engine.program
     found = shutil.which(HOOK, path=search)
+    via_cdi = bool(version) and version_tuple(version)[:2] >= GPUS_VIA_CDI
+    if via_cdi and shutil.which(CDI_HOOK, path=search):
+        then = f", then {found} where that fails" if found else ""
+        return ("ok", f"{name} --gpus: {daemon} {version} finds {CDI_HOOK}: --gpus takes CDI devices nvidia.com/gpu=ID "
+                f"from the specs in its cdi-spec-dirs (gpuhook's: gpuhook cdi generate){then}")
+    if via_cdi and found is None:
+        return ("warn", f"{name} --gpus: no {HOOK} or {CDI_HOOK} on {daemon}'s PATH ({search}): {daemon} {version} "
+                "takes --gpus as amd.com/gpu CDI devices where the specs hold only AMD GPUs, else fails with 'could "
+                "not select device driver'", f"ln -s <gpuhook's bin>/{HOOK} /usr/local/bin/ (install.sh does) and "
+                f"restart {daemon}")
     if found is None:
         return ("warn", f"{name} --gpus: no {HOOK} on {daemon}'s PATH ({search}): `{name} run --gpus` fails with "
                 "'could not select device driver'", f"ln -s <gpuhook's bin>/{HOOK} /usr/local/bin/ (install.sh does) "

@@ -97,7 +97,10 @@ DOCKER = Engine(
                         cgroupfs_mark="native.cgroupdriver=cgroupfs", default="v2"),
     cdi=Cdi(setting="features.cdi", releases=(  # Docker 28.2 reads CDI specs without features.cdi
         ("25.0.0", "0.6.2"), ("25.0.17", "0.8.1"), ("26.0.0", "0.6.2"), ("26.1.0", "0.7.1"), ("26.1.1", "0.7.2"),
-        ("27.4.0", "0.8.0"), ("28.0.1", "0.8.1"), ("28.1.0", "1.0.1"))))
+        ("27.4.0", "0.8.0"), ("28.0.1", "0.8.1"), ("28.1.0", "1.0.1"),
+        # Docker 29 is github.com/moby/moby/v2 v2.0.0-beta.N, each the release its releases/versions.yaml names next:
+        # beta.15 (29.5.2) vendors 1.1.0, beta.24 (29.8.1) 1.1.1 (beta.1, the first, 1.0.1)
+        ("29.5.2", "1.1.0"), ("29.8.1", "1.1.1"))))
 CONTAINERD = Engine(
     name="containerd", label="containerd", program="containerd", config_path="/etc/containerd/config.toml",
     render=_containerd, rendered_by=_containerd_rendered_by, daemon=Daemon(called="containerd", unit="containerd"),

@@ -106,6 +106,25 @@ def test_whose_gpus_hook_dockerd_runs(tmp_path: Path, content: str, whose: str) 
         "" if whose == "gpuhook's" else " (gpuhook's hook is not used)")
 
 
+@pytest.mark.parametrize(("version", "helpers", "level", "says"), [
+    ("29.3.0", ("nvidia-cdi-hook",), "ok", "dockerd 29.3.0 finds nvidia-cdi-hook: --gpus takes CDI devices"),
+    ("29.3.0", ("nvidia-cdi-hook", "nvidia-container-runtime-hook"), "ok", ", then {d}/nvidia-container-runtime-hook "
+     "where that fails"),
+    ("29.3.0", (), "warn", "dockerd 29.3.0 takes --gpus as amd.com/gpu CDI devices where the specs hold only AMD"),
+    ("29.2.1", ("nvidia-cdi-hook",), "warn", "`docker run --gpus` fails with 'could not select device driver'"),
+    ("28.5.2", ("nvidia-cdi-hook", "nvidia-container-runtime-hook"), "ok", "dockerd runs {d}/nvidia-container-runtime"),
+], ids=["29-cdi", "29-cdi-then-hook", "29-amd", "29.2-no-cdi", "28-hook"])
+def test_where_docker_gpus_goes_by_release(tmp_path: Path, version: str, helpers: tuple[str, ...], level: str,
+                                           says: str) -> None:
+    """Docker 29.3 on: --gpus through CDI where nvidia-cdi-hook is on dockerd's PATH, AMD's CDI devices without any
+    NVIDIA helper; before it, only the runtime hook."""
+    for name in helpers:
+        (tmp_path / name).write_text("#!/bin/sh\n")
+        (tmp_path / name).chmod(0o755)
+    found = doctor_engines.gpus_hook(engines.DOCKER, str(tmp_path), version)
+    assert found[0] == level and says.format(d=tmp_path) in found[1], found
+
+
 @pytest.mark.parametrize(("text", "affected"), [
     ("runc version 1.1.5+ds1", True), ("runc version 1.1.13", True), ("runc version 1.1.14", False),
     ("runc version 1.2.0-rc.2", True), ("runc version 1.2.0", False), ("runc version 1.3.1", False),
