@@ -95,6 +95,15 @@ class _Appender:
     def __init__(self, path: str, max_bytes: int) -> None:
         self._path, self._max_bytes, self._fd = path, max_bytes, -2  # -2: not opened yet, -1: given up
 
+    def __del__(self) -> None:
+        """The descriptor closes with the logger (a warm worker serves many calls in one process). Closes it."""
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                return
+
     def write(self, line: str) -> None:
         """Append `line`; nothing after an error. Opens (0o666 less the umask, as open(path, "a")) and writes."""
         try:

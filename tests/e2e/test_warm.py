@@ -691,3 +691,323 @@ def test_an_installation_change_ends_the_helper(site: Site, tmp_path: Path, own_
     _sees_its_gpu(r, "nvidia")
     assert _living(d.proc.pid) == []
     assert not os.path.lexists(d.sock), "the helper left its socket behind"
+
+
+# -- long-lived workers: no fork per call, nothing of one call in the next -----------------------------------------
+
+def _children(daemon: Daemon) -> set[int]:
+    """The daemon's living children: its workers."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z" and int(fields[1]) == daemon.proc.pid:
+            found.add(int(entry))
+    return found
+
+
+def _settled(daemon: Daemon, count: int, seconds: float = 10) -> set[int]:
+    """The daemon's workers once there are `count` of them (its spares, after a burst's extra workers retired)."""
+    deadline = time.monotonic() + seconds
+    while (found := _children(daemon)) and len(found) != count and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(found) == count, found
+    return found
+
+
+@contextlib.contextmanager
+def _every_worker(daemon: Daemon) -> Iterator[set[int]]:
+    """Every worker the daemon has while the block runs (its children, sampled every 5 ms: a forked worker waits
+    at least 5 s before it retires)."""
+    seen: set[int] = set()
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            seen.update(_children(daemon))
+            time.sleep(0.005)
+
+    watcher = threading.Thread(target=sample)
+    watcher.start()
+    try:
+        yield seen
+    finally:
+        done.set()
+        watcher.join()
+        seen.update(_children(daemon))
+
+
+def _gone(pid: int, seconds: float = 3) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                return True
+        except OSError:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_sequential_gpu_starts_fork_no_worker(site: Site, own_daemon: Callable[..., Daemon],
+                                             containers: Containers) -> None:
+    """Eight GPU containers one after another, through the native front end: each sees its GPU, none takes the
+    direct path, and the daemon's workers are the very processes it had before the first (no fork)."""
+    d = own_daemon()
+    workers = _settled(d, 2)
+    with _every_worker(d) as seen:
+        for vendor in ["nvidia", "amd"] * 4:
+            r = containers.run(site.callers / "gpuhook-runtime", containers.bundle(SEEN[vendor][0], SEE), d.sock)
+            _sees_its_gpu(r, vendor)
+    assert _direct_path(site) == ""
+    assert seen == workers, "the daemon forked (or lost) workers for sequential calls"
+
+
+def test_calls_answered_direct_one_after_another_fork_no_worker(own_daemon: Callable[..., Daemon]) -> None:
+    """What is not a call is answered "direct" at once, by the same two workers: the worker is counted as waiting
+    again before the caller has its answer, so the next call never finds them all busy."""
+    d = own_daemon()
+    workers = _settled(d, 2)
+    with _every_worker(d) as seen:
+        for _ in range(20):
+            assert _ask(d.sock, b"x") == [b"A", b"direct"]
+    assert seen == workers
+
+
+def test_concurrent_starts_are_served_and_the_pool_shrinks_back(site: Site, own_daemon: Callable[..., Daemon],
+                                                                 containers: Containers) -> None:
+    """Six containers at once: all served, never more than 8 workers; the burst's extra workers retire while idle,
+    and the next container is served by one of the two that stay."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    d = own_daemon()
+    _settled(d, 2)
+    vendors = ["nvidia", "amd"] * 3
+    bundles = [containers.bundle(SEEN[v][0], SEE) for v in vendors]
+    most = [0]
+    done = threading.Event()
+
+    def count() -> None:
+        while not done.is_set():
+            most[0] = max(most[0], len(_children(d)))
+            time.sleep(0.005)
+
+    watcher = threading.Thread(target=count)
+    watcher.start()
+    try:
+        with ThreadPoolExecutor(len(bundles)) as pool:
+            results = list(pool.map(lambda b: containers.run(site.callers / "gpuhook-runtime", b, d.sock), bundles))
+    finally:
+        done.set()
+        watcher.join()
+    for vendor, r in zip(vendors, results, strict=True):
+        _sees_its_gpu(r, vendor)
+    assert _direct_path(site) == ""
+    assert 2 <= most[0] <= 8, most[0]
+    stay = _settled(d, 2, seconds=15)
+    r = containers.run(site.callers / "gpuhook-runtime", containers.bundle(NV0, SEE), d.sock)
+    _sees_its_gpu(r, "nvidia")
+    assert _children(d) == stay
+
+
+def test_tuned_starts_fork_no_worker(site: Site, own_daemon: Callable[..., Daemon], containers: Containers) -> None:
+    """A tuned container's shim call, prestart and poststop, twice over: served by the same two workers (tuning
+    through the simulated NVML leaves nothing in them)."""
+    d = own_daemon()
+    workers = _settled(d, 2)
+    with _every_worker(d) as seen:
+        for _ in range(2):
+            b = containers.bundle({**NV0, "gpuhook.dev/clocks": "1500"}, "", args=["sleep", "60"])
+            r = containers.run(site.callers / "gpuhook-runtime", b, d.sock, detach=True)
+            assert r.rc == 0, r.err
+            assert _nvml(site)[0][:2] == [1500, 1500]
+            containers.delete(r.cid)
+            assert _nvml(site)[0][:2] == [0, 0]
+    assert _direct_path(site) == ""
+    assert seen == workers, "a worker left after a tuning call, or one was forked"
+
+
+# the copy of hook.py a junk-leaving helper runs: each call reports what it sees, then leaves what WARM_TEST_JUNK says
+JUNK_HOOK = '''
+
+def _warm_test(real):
+    def main(*args, **kwargs):
+        import json, os, threading, time
+        fds = {}
+        for name in os.listdir("/proc/self/fd"):
+            try:
+                fds[name] = os.readlink(f"/proc/self/fd/{name}")
+            except OSError:
+                pass
+        mask = os.umask(0)
+        os.umask(mask)
+        print(json.dumps({"pid": os.getpid(), "fds": fds, "cwd": os.getcwd(), "umask": mask, "env": sorted(os.environ),
+                          "mnt": os.readlink("/proc/self/ns/mnt"), "threads": len(os.listdir("/proc/self/task"))}),
+              flush=True)
+        junk = os.environ.get("WARM_TEST_JUNK", "")
+        if junk == "fd":
+            os.open(os.environ["WARM_TEST_FILE"], os.O_RDONLY)
+        elif junk == "stdout kept":
+            os.dup(1)
+        elif junk == "cwd":
+            os.chdir("/tmp")
+        elif junk == "env":
+            os.environ["WARM_TEST_LEFT"] = "1"
+        elif junk == "umask":
+            os.umask(0o077)
+        elif junk == "exception":
+            raise RuntimeError("left by a warm test")
+        elif junk == "mount namespace":
+            from gpuhook import syscalls
+            syscalls.unshare(syscalls.CLONE_NEWNS)
+        elif junk == "thread":
+            threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+        elif junk == "sleep":
+            time.sleep(5)
+        return real(*args, **kwargs)
+    return main
+
+
+main = _warm_test(main)
+'''
+
+
+@pytest.fixture(scope="module")
+def junk_site(tmp_path_factory: pytest.TempPathFactory, site: Site) -> Path:
+    """Launchers of a copy of the package whose hook reports what each call sees and leaves junk on request."""
+    tmp = tmp_path_factory.mktemp("junk")
+    package = tmp / "pkg"
+    shutil.copytree(Path(HOOK_DIR) / "gpuhook", package / "gpuhook", symlinks=True,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    with open(package / "gpuhook/cli/hook.py", "a") as f:
+        f.write(JUNK_HOOK)
+    (tmp / "state.json").write_text(json.dumps({"ociVersion": "1.0.2", "id": "warm-junk", "status": "stopped"}))
+    (tmp / "cwd").mkdir()
+    (tmp / "secret").write_text("a previous caller's file\n")
+    return _launchers(tmp / "bin", [str(package), sysconfig.get_paths()["purelib"]])
+
+
+@dataclass
+class Call:
+    answers: list[bytes]
+    seen: dict[str, Any]  # what the call reported it sees
+    eof: bool  # the reader of the call's stdout saw its end within 3 s of the answer
+
+
+def _hook_call(site: Site, sock: Path, bindir: Path, junk: str = "") -> Call:
+    """`gpuhook hook poststop` as the native hook sends it, from this (root, host) process: stdin the state file,
+    stdout a pipe this test reads, the working directory bindir/../cwd, umask 022."""
+    tmp = bindir.parent
+    env = [b"PATH=/usr/bin:/bin", f"GPUHOOK_CONFIG={site.config}".encode(), f"WARM_TEST_JUNK={junk}".encode(),
+           f"WARM_TEST_FILE={tmp / 'secret'}".encode()]
+    message = _message(b"hook", [b"gpuhook", b"hook", b"poststop"], env, exe=str(bindir / "gpuhook").encode())
+    read, write = os.pipe()
+    fds = [os.open(tmp / "state.json", os.O_RDONLY), write, os.open("/dev/null", os.O_WRONLY),
+           os.open(tmp / "cwd", os.O_PATH | os.O_DIRECTORY)]
+    try:
+        answers = _ask(sock, message, fds)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    out = b""
+    eof = False
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        import select
+
+        if select.select([read], [], [], max(0.0, deadline - time.monotonic()))[0]:
+            chunk = os.read(read, 65536)
+            if not chunk:
+                eof = True
+                break
+            out += chunk
+    os.close(read)
+    line = out.decode().splitlines()[0] if out else "{}"
+    return Call(answers, json.loads(line), eof)
+
+
+def _clean(call: Call, site: Site, bindir: Path) -> None:
+    """What a call sees in a worker that no earlier call left anything in."""
+    tmp = bindir.parent
+    assert call.answers == [b"A", b"exit 0"], call
+    left = [t for fd, t in call.seen["fds"].items() if fd not in ("0", "1") and t.startswith(("pipe:", str(tmp)))]
+    assert left == [], f"a call sees descriptors of an earlier one: {call.seen['fds']}"
+    assert call.seen["cwd"] == str(tmp / "cwd")
+    assert call.seen["umask"] == 0o22
+    assert "WARM_TEST_LEFT" not in call.seen["env"]
+    assert call.seen["mnt"] == os.readlink("/proc/self/ns/mnt")
+    assert call.seen["threads"] == 1
+    assert call.eof, "the call's stdout stayed open in the worker after its answer"
+
+
+def test_a_clean_call_leaves_its_worker_waiting_and_its_descriptors_closed(site: Site, junk_site: Path,
+                                                                        own_daemon: Callable[..., Daemon]) -> None:
+    """The control for the table below: calls that leave nothing are served by the same workers, one after another,
+    each with its own descriptors only (the pipe given as stdout reaches its end once the call is answered)."""
+    d = own_daemon(bindir=junk_site)
+    workers = _settled(d, 2)
+    with _every_worker(d) as seen:
+        calls = [_hook_call(site, d.sock, junk_site) for _ in range(6)]
+    for call in calls:
+        _clean(call, site, junk_site)
+    assert {c.seen["pid"] for c in calls} <= workers
+    assert seen == workers
+
+
+JUNK = ["fd", "stdout kept", "cwd", "env", "umask", "exception", "mount namespace", "thread"]
+
+
+@pytest.mark.parametrize("junk", JUNK)
+def test_a_call_that_leaves_junk_ends_its_worker(site: Site, junk_site: Path, own_daemon: Callable[..., Daemon],
+                                                 junk: str) -> None:
+    """The worker that served it exits after its answer; the next calls are served by workers with none of it."""
+    d = own_daemon(bindir=junk_site)
+    workers = _settled(d, 2)
+    first = _hook_call(site, d.sock, junk_site, junk)
+    assert first.answers == [b"A", b"exit 1" if junk == "exception" else b"exit 0"], first
+    assert first.seen["pid"] in workers
+    assert _gone(first.seen["pid"]), f"the worker that served a call leaving {junk!r} is still there"
+    assert first.eof, "the call's stdout stayed open after the worker that held it exited"
+    for _ in range(4):
+        _clean(_hook_call(site, d.sock, junk_site), site, junk_site)
+    assert first.seen["pid"] not in _children(d)
+    assert len(_settled(d, 2)) == 2
+
+
+def test_killing_a_busy_worker_costs_only_its_call(site: Site, junk_site: Path,
+                                                   own_daemon: Callable[..., Daemon]) -> None:
+    """A worker killed while it holds a call: that caller gets no answer (its native front end takes the direct
+    path), the other workers serve the calls meanwhile and after, and the daemon replaces it."""
+    import select
+
+    d = own_daemon(bindir=junk_site)
+    _settled(d, 2)
+    tmp = junk_site.parent
+    env = [b"PATH=/usr/bin:/bin", f"GPUHOOK_CONFIG={site.config}".encode(), b"WARM_TEST_JUNK=sleep"]
+    message = _message(b"hook", [b"gpuhook", b"hook", b"poststop"], env, exe=str(junk_site / "gpuhook").encode())
+    read, write = os.pipe()
+    fds = [os.open(tmp / "state.json", os.O_RDONLY), write, os.open("/dev/null", os.O_WRONLY),
+           os.open(tmp / "cwd", os.O_PATH | os.O_DIRECTORY)]
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as s:
+        s.settimeout(10)
+        s.connect(str(d.sock))
+        assert s.recv(8192) == b"A"
+        socket.send_fds(s, [message], fds)
+        for fd in fds:
+            os.close(fd)
+        assert select.select([read], [], [], 5)[0], "the slow call did not start"
+        victim = json.loads(os.read(read, 65536).decode().splitlines()[0])["pid"]
+        os.kill(victim, signal.SIGKILL)
+        meanwhile = [_hook_call(site, d.sock, junk_site) for _ in range(3)]
+        answers = []
+        while chunk := s.recv(8192):
+            answers.append(chunk)
+    os.close(read)
+    assert answers == [], answers  # no answer: the native front end takes the direct path
+    for call in meanwhile:
+        _clean(call, site, junk_site)
+        assert call.seen["pid"] != victim
+    assert victim not in _children(d)
+    assert len(_settled(d, 2)) == 2

@@ -1,11 +1,13 @@
 """The warm helper's memory: which pages a call writes, learned from the first calls, copied ahead in each
-waiting worker.
+new worker before it waits.
 
-A worker is a fork of the daemon: every page the call writes is first copied (a copy-on-write fault, ~10 us each
-on a VM; ~500 pages per container start here, ~5 ms). A worker that served a call reports the pages of the
-daemon's writable mappings it now holds alone (/proc/self/pagemap: present and exclusively mapped); the daemon
-keeps their union, and each new spare copies just those (MADV_POPULATE_WRITE, Linux 5.14) before it waits for
-a call. Nothing else is copied: a waiting worker costs the host only what a call would have copied anyway.
+A worker is a fork of the daemon: every page its first call writes is first copied (a copy-on-write fault, ~10 us
+each on a VM; ~500 pages per container start here, ~5 ms). Its later calls find those pages its own: workers are
+long-lived (cli/warm_worker.py), so this matters only for a fresh worker's first call (the first workers, a burst's
+extra ones, a replacement). Each of the first workers reports, after its first call, the pages of the daemon's
+writable mappings it now holds alone (/proc/self/pagemap: present and exclusively mapped); the daemon keeps their
+union, and each worker forked later copies just those (MADV_POPULATE_WRITE, Linux 5.14) before it waits for a
+call. Nothing else is copied: a waiting worker costs the host only what a call would have copied anyway.
 """
 
 from __future__ import annotations

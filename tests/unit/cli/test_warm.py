@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuhook.cli import warm
+from gpuhook.cli import warm, warm_trust, warm_worker
+from gpuhook.errors import RequestError
 
 
 def _message(*fields: bytes) -> bytes:
@@ -40,7 +41,7 @@ CALLS = [
 
 @pytest.mark.parametrize(("msg", "expect"), [c[1:] for c in CALLS], ids=[c[0] for c in CALLS])
 def test_a_call(msg: bytes, expect: tuple[object, ...]) -> None:
-    assert warm._parse(msg) == expect
+    assert warm_trust.parse(msg) == expect
 
 
 NOT_CALLS = [
@@ -70,13 +71,13 @@ NOT_CALLS = [
 
 @pytest.mark.parametrize("msg", [c[1] for c in NOT_CALLS], ids=[c[0] for c in NOT_CALLS])
 def test_not_a_call(msg: bytes) -> None:
-    assert warm._parse(msg) is None
+    assert warm_trust.parse(msg) is None
 
 
 def test_argc_decides_where_argv_ends() -> None:
     """The environment is what follows argc arguments: an argument with '=' is still an argument."""
     msg = _message(*HEAD, b"22", b"2", EXE, b"gpuhook-runtime", b"--log=/x", b"A=1")
-    assert warm._parse(msg) == ("runtime", 0o22, EXE.decode(), ["gpuhook-runtime", "--log=/x"], {"A": "1"})
+    assert warm_trust.parse(msg) == ("runtime", 0o22, EXE.decode(), ["gpuhook-runtime", "--log=/x"], {"A": "1"})
 
 
 # -- the installation ------------------------------------------------------------------------------------------------
@@ -147,17 +148,17 @@ EXITS = [("0", 0, b"exit 0"), ("None", None, b"exit 0"), ("1", 1, b"exit 1"), ("
 
 @pytest.mark.parametrize(("code", "answer"), [e[1:] for e in EXITS], ids=[e[0] for e in EXITS])
 def test_a_system_exit_is_its_status(code: object, answer: bytes, capsys: pytest.CaptureFixture[str]) -> None:
-    assert warm._exited(lambda: _exits(code)) == answer
+    assert warm_worker._exited(lambda: _exits(code)) == (answer, True)
     assert capsys.readouterr() == ("", "")
 
 
 def test_a_system_exit_with_a_message_says_it_and_is_1(capsys: pytest.CaptureFixture[str]) -> None:
-    assert warm._exited(lambda: _exits("gpuhook: no such GPU")) == b"exit 1"
+    assert warm_worker._exited(lambda: _exits("gpuhook: no such GPU")) == (b"exit 1", True)
     assert capsys.readouterr() == ("", "gpuhook: no such GPU\n")
 
 
 def test_a_result_is_the_answer(capsys: pytest.CaptureFixture[str]) -> None:
-    assert warm._exited(lambda: b"exec /usr/sbin/runc") == b"exec /usr/sbin/runc"
+    assert warm_worker._exited(lambda: b"exec /usr/sbin/runc") == (b"exec /usr/sbin/runc", True)
     assert capsys.readouterr() == ("", "")
 
 
@@ -170,11 +171,31 @@ def test_an_exception_fails_closed_with_one_line(error: Exception, capsys: pytes
     def broken() -> bytes:
         raise error
 
-    assert warm._exited(broken) == b"exit 1"
+    assert warm_worker._exited(broken) == (b"exit 1", False)  # the worker goes after its answer
     out, err = capsys.readouterr()
     assert out == ""
     (line,) = err.splitlines()
     assert "internal error in the warm helper" in line and type(error).__name__ in line
+
+
+def _refused_by_the_shim(error: BaseException) -> bytes:
+    """What cli/shim.py does: an exception caught, one line said, SystemExit(1) raised in the except clause."""
+    try:
+        raise error
+    except BaseException:
+        raise SystemExit(1) from None
+
+
+@pytest.mark.parametrize(("error", "clean"), [
+    (RequestError("no NVIDIA GPU 7"), True),
+    (FileNotFoundError(2, "No such file or directory"), True),
+    (KeyError("devices"), False),
+    (RuntimeError("boom"), False),
+], ids=["a refusal", "a file gone", "an internal error (KeyError)", "an internal error (RuntimeError)"])
+def test_an_exit_after_an_internal_error_ends_the_worker(error: BaseException, clean: bool) -> None:
+    """The shim turns every exception into its exit 1: the worker tells a refusal from an internal error by what
+    the exit was raised over, and goes after its answer for the latter."""
+    assert warm_worker._exited(lambda: _refused_by_the_shim(error)) == (b"exit 1", clean)
 
 
 # -- the watch a worker polls instead of a stat per file -----------------------------------------------------------
@@ -218,3 +239,31 @@ def test_a_watch_on_a_missing_file_is_not_usable(tmp_path: Path) -> None:
     from gpuhook.cli.warm_watch import Watch
 
     assert not Watch([str(tmp_path / "gone.py")]).usable()  # the caller stats the files instead
+
+
+# -- the worker's word to the daemon -------------------------------------------------------------------------------
+
+def test_a_worker_is_counted_back_before_its_caller_has_the_answer() -> None:
+    """The daemon hears "back" before the caller can make its next call: else the next call, taken by another
+    worker, would find every worker busy and fork one."""
+    import socket
+
+    caller, conn = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    daemon, channel = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    seen: list[bool] = []
+
+    class Channel:
+        def send(self, data: bytes) -> int:
+            caller.setblocking(False)
+            try:
+                caller.recv(16, socket.MSG_PEEK)
+                seen.append(True)  # the answer was there first
+            except BlockingIOError:
+                seen.append(False)
+            return channel.send(data)
+
+    assert warm_worker._answer(conn, b"exit 0", Channel()) is True  # type: ignore[arg-type]
+    assert seen == [False]
+    assert daemon.recv(16) == warm_worker.BACK and caller.recv(16) == b"exit 0"
+    for s in (caller, daemon, channel):
+        s.close()

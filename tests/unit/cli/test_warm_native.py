@@ -1,11 +1,11 @@
 """The warm helper's two sides agree: the socket, the message limit and the state limit are written in C
-(cli/native/warm.h, hook.c) and in Python (cli/warm.py, cli/hook.py)."""
+(cli/native/warm.h, hook.c) and in Python (cli/warm.py, cli/warm_trust.py, cli/hook.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from gpuhook.cli import hook, warm
+from gpuhook.cli import hook, warm, warm_trust
 
 NATIVE = Path(warm.__file__).parent / "native"
 
@@ -19,9 +19,9 @@ def _define(source: str, name: str) -> str:
 
 def test_the_socket_and_the_limits_are_the_same_on_both_sides() -> None:
     assert _define("warm.h", "WARM_SOCKET") == f'"{warm.SOCKET}"'
-    assert _define("warm.h", "WARM_MAX") == "(64 << 10)" and warm.MAX_MESSAGE == 64 << 10
+    assert _define("warm.h", "WARM_MAX") == "(64 << 10)" and warm_trust.MAX_MESSAGE == 64 << 10
     assert _define("hook.c", "MAX_STATE") == "(1 << 20)" and hook.MAX_STATE == 1 << 20
-    assert warm.VERSION.decode() in (NATIVE / "warm.h").read_text()
+    assert warm_trust.VERSION.decode() in (NATIVE / "warm.h").read_text()
 
 
 def test_the_native_hook_knows_an_empty_ledger_as_the_ledger_writes_it() -> None:
