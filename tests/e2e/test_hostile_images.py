@@ -102,8 +102,12 @@ def test_a_stuck_helper_is_killed_and_the_container_refused(mixed_host: str, run
     stuck, sleeper = _stuck(tmp_path)
     config = (f'host_root = "{mixed_host}"\nruntime = "runc"\nldconfig = "{stuck}"\n'
               f'hook_timeout = 2\nstate_dir = "{tmp_path / "state"}"\n')
+
+    def fifo_cache(rootfs: Path) -> None:  # an image cache gpuhook will not read: ldconfig rebuilds it instead
+        os.mkfifo(rootfs / "etc/ld.so.cache")
+
     start = time.monotonic()
-    r = run_container(mixed_host, "true", NV, mode=mode, config=config)
+    r = run_container(mixed_host, "true", NV, mode=mode, config=config, image_edit=fifo_cache)
     assert time.monotonic() - start < 30
     assert r.rc != 0
     state = subprocess.run(["runc", "state", r.cid], capture_output=True, text=True, check=False)

@@ -19,7 +19,7 @@ import subprocess
 from pathlib import Path
 
 # suite -> what debootstrap adds to minbase
-SUITES = {"bullseye": ("runc", "python3"), "trixie": ("runc",)}
+SUITES = {"bullseye": ("runc", "python3"), "trixie": ("runc",), "bookworm": ("runc",)}
 _RECIPE = "minbase 1"  # bump when the way roots are made changes
 
 ENTER = r"""

@@ -11,13 +11,17 @@ rows run twice: directly (Python started per call) and, named "warm: ...", throu
 (`gpuhook warm`, started for the run; `--warm only|off` keeps one set). Variants
 are interleaved round by round in a shuffled order, so machine drift hits all alike; the tables give medians,
 p90 and each median's ratio to bare runc's in the same run, and split each GPU row into what bare runc costs on the
-spec gpuhook wrote, without and with its hooks, and the rest (the floor and "hooks kept" rows). Not part of the
-test run (tests/installed/test_perf_tools.py runs it for two rounds and checks its rows, never its timings).
+spec gpuhook wrote, without and with its hooks, and the rest (the floor and "hooks kept" rows). `--cdi` adds the
+CDI path (tests/perf/cdi_engines.py: containerd 2 over CRI and Podman, on gpuhook's CDI specs, no shim, each
+engine with its own no-device row); the "#46 targets" table gives every row in ms over the floor of the same row.
+Not part of the test run (tests/installed/test_perf_tools.py runs it for two rounds and checks its rows, never its
+timings).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import itertools
 import json
@@ -39,6 +43,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "hook"))
 sys.path.insert(0, str(REPO))
 
+from tests.perf import cdi_engines  # noqa: E402
 from tests.support import nvidia_ctk  # noqa: E402
 
 from gpuhook.cli.launcher import write_launchers  # noqa: E402
@@ -65,6 +70,7 @@ class Variant:
     env: dict[str, str]
     spec: bytes = b""
     optional: bool = False  # a vendor's own runtime: dropped with a note when its warm-up sample fails
+    sampler: Callable[[], float] | None = None  # an engine's own sample (the CDI rows): seconds, RuntimeError
     times: dict[str, list[float]] = field(default_factory=dict)  # mode -> seconds per sample
 
 
@@ -109,6 +115,10 @@ def _arguments() -> argparse.Namespace:
     p.add_argument("--peers", metavar="DIR",
                    help="look for NVIDIA's and AMD's runtimes (and nvidia-ctk, nvidia-cdi-hook) here before PATH: "
                         "the directory `bash tools/components/build.sh` prints")
+    p.add_argument("--cdi", action="store_true",
+                   help="add the CDI path's rows: containerd 2 (CRI) and Podman on gpuhook's CDI specs, no shim")
+    p.add_argument("--containerd", metavar="PATH",
+                   help="containerd 2 for the CDI rows (default: the one in --peers, tools/components' v2.4.2)")
     args = p.parse_args()
     if args.rounds < 2:
         p.error("--rounds must be at least 2 (p90 needs two samples)")
@@ -127,10 +137,20 @@ def _bench(args: argparse.Namespace, work: Path) -> None:
     modes = ("cycle", "run") if args.mode == "both" else (args.mode,)
     variants, notes = _variants(work, [int(n) for n in args.scale.split(",")], args.python, args.warm,
                                 args.installed, args.peers)
-    if args.only:
-        variants = [v for v in variants if v.name == BASELINE or any(t in v.name for t in args.only)]
-    if any(v.name.startswith(WARM) for v in variants):
-        start_warm(work, work / "config8.toml", Path(args.installed) if args.installed else work / "bin")
+    with contextlib.ExitStack() as engines:
+        if args.cdi:
+            gpuhook = os.path.join(args.installed, "gpuhook") if args.installed else str(work / "bin" / "gpuhook")
+            variants += _cdi_variants(engines, work, gpuhook, args, notes)
+        if args.only:
+            variants = [v for v in variants if v.name == BASELINE or any(t in v.name for t in args.only)]
+        if any(v.name.startswith(WARM) for v in variants):
+            start_warm(work, work / "config8.toml", Path(args.installed) if args.installed else work / "bin")
+        _measure(variants, modes, work, notes, args)
+
+
+def _measure(variants: list[Variant], modes: tuple[str, ...], work: Path, notes: list[str],
+             args: argparse.Namespace) -> None:
+    """Warm up, add the floors, run the interleaved rounds, report."""
     variants = _warm_up(variants, modes, work, notes)
     variants += _warm_up(_floors(variants, work), modes, work, notes)
     order = {v.name: i for i, v in enumerate(variants)}
@@ -148,6 +168,36 @@ def _bench(args: argparse.Namespace, work: Path) -> None:
     _report(variants, modes, args, notes)
     if args.json:
         Path(args.json).write_text(json.dumps({m: {v.name: v.times[m] for v in variants} for m in modes}, indent=1))
+
+
+def _cdi_variants(engines: contextlib.ExitStack, work: Path, gpuhook: str, args: argparse.Namespace,
+                  notes: list[str]) -> list[Variant]:
+    """The CDI path's rows (cdi_engines.py) on gpuhook's specs of the 8-GPU host, each engine started in
+    `engines` (stopped when it closes); notes on an engine left out."""
+    specs = work / "cdi-engines"
+    problem = cdi_engines.write_specs(gpuhook, work / "config8.toml", specs)
+    if problem:
+        notes.append(f"dropped the CDI rows: {problem}")
+        return []
+    rows: list[cdi_engines.Row] = []
+    containerd = args.containerd or (os.path.join(args.peers, "containerd") if args.peers else None)
+    if containerd and os.access(containerd, os.X_OK):
+        try:
+            rows += engines.enter_context(cdi_engines.containerd_rows(containerd, work / "containerd",
+                                                                      work / "rootfs", specs))
+        except Exception as e:  # an engine that does not come up loses its rows, with a note
+            notes.append(f"dropped the containerd 2 CDI rows: {str(e).splitlines()[0][:300]}")
+    else:
+        notes.append("dropped the containerd 2 CDI rows: no containerd 2 (--containerd, or --peers from "
+                     "`bash tools/components/build.sh`)")
+    if shutil.which("podman"):
+        try:
+            rows += engines.enter_context(cdi_engines.podman_rows(work / "podman", work / "rootfs", specs))
+        except (RuntimeError, subprocess.SubprocessError) as e:
+            notes.append(f"dropped the Podman CDI rows: {str(e).splitlines()[0][:300]}")
+    else:
+        notes.append("dropped the Podman CDI rows: podman is not installed")
+    return [Variant(name, runtime, work, {}, optional=True, sampler=sampler) for name, runtime, sampler in rows]
 
 
 def _cpu_times() -> list[int]:
@@ -209,10 +259,11 @@ def _floors(variants: list[Variant], work: Path) -> list[Variant]:
 
 
 def runc_bundle(source: Path, bundle: Path, rootfs: Path, hooks: bool) -> bytes:
-    """A bundle at `bundle` (its root a copy of `rootfs`) for bare runc, of the spec in `source` (as gpuhook left
-    it): its hooks dropped, or kept as written, the createContainer hook's root then this bundle's and the procfs
-    copies it mounts (`--proc SOURCE TARGET`) copied beside it (gpuhook removes a copy no container of its own
-    uses). Its config.json's bytes. Writes files."""
+    """A bundle at `bundle` for bare runc, of the spec in `source` (as gpuhook left it), its root a copy of the
+    source's root as gpuhook left it too (the linker cache gpuhook writes there is part of what the container gets;
+    `rootfs` where the source has none): its hooks dropped, or kept as written, the createContainer hook's root
+    then this bundle's and the procfs copies it mounts (`--proc SOURCE TARGET`) copied beside it (gpuhook removes a
+    copy no container of its own uses). Its config.json's bytes. Writes files."""
     spec = json.loads((source / "config.json").read_bytes())
     if not hooks:
         spec.pop("hooks", None)
@@ -223,7 +274,7 @@ def runc_bundle(source: Path, bundle: Path, rootfs: Path, hooks: bool) -> bytes:
                 args[i] = str(bundle / "rootfs")
             elif i and args[i - 1] == "--proc":
                 args[i] = str(shutil.copytree(arg, bundle.parent / f"{bundle.name}-procfs-{os.path.basename(arg)}"))
-    make_bundle(str(bundle), spec, str(rootfs))
+    make_bundle(str(bundle), spec, str(source / "rootfs" if (source / "rootfs").is_dir() else rootfs))
     return (bundle / "config.json").read_bytes()
 
 
@@ -236,7 +287,13 @@ def _measured(v: Variant, mode: str, work: Path) -> float:
 
 def _sample(v: Variant, mode: str, work: Path) -> float:
     """One timed sample of `v` in `mode` (seconds), under a fresh container id; raises StepFailed. Restores
-    config.json first (the shim rewrote it last time; not timed)."""
+    config.json first (the shim rewrote it last time; not timed). An engine's row (the CDI path) samples itself,
+    the same in both modes."""
+    if v.sampler is not None:
+        try:
+            return v.sampler()
+        except Exception as e:  # the engine's RuntimeError, or its gRPC error
+            raise StepFailed(f"{v.name}: {str(e).strip()[:800]}") from e
     (v.bundle / "config.json").write_bytes(v.spec)
     cid = f"{PREFIX}{os.getpid()}-{next(_IDS)}"
     err = work / "stderr"
@@ -464,6 +521,7 @@ def _report(variants: list[Variant], modes: tuple[str, ...], args: argparse.Name
     if not _self_contained():
         print("\nself-contained build: not built (bash packaging/build-bundle.sh)")
     _report_split(medians)
+    _report_over_floor(medians)
     _report_specs(medians)
     for prefix in ("", WARM):
         added = _log_file_ms(_rows(medians, prefix))
@@ -477,7 +535,7 @@ def _report_split(medians: dict[str, float]) -> None:
     the hooks runc runs, the tuning hooks (a clocks row against its 1-GPU row), and the rest, before runc; beside
     it what the row's aim allows."""
     runc = medians[BASELINE]
-    split = []
+    split: list[tuple[str, float, float, float, float | None, float | None, float]] = []
     for prefix in ("", WARM):
         aims = dict(zip(("inject", "hook", "clocks"), _aims(prefix), strict=True))
         for name, med in _rows(medians, prefix).items():
@@ -507,6 +565,52 @@ def _report_split(medians: dict[str, float]) -> None:
         cells = [med - runc, floor - runc, hooks, tuning, before, (aim - 1) * runc]
         text = " | ".join("" if c is None else f"{c * 1000:.1f}" for c in cells)
         print(f"| {name} | {text} (x{aim}) |")
+
+
+def over_floor_rows(medians: dict[str, float]) -> list[tuple[str, str, float, float | None]]:
+    """#46's targets, each a (what, row, ms over the floor of the same row, limit in ms or None: a peer, for
+    reading) for every row of this run that has both: warm injection (1 and all 8 GPUs) over runc on its own spec;
+    hook mode over its spec without its hooks; clocks over its injection row; the CDI path over its engine's
+    no-device row; direct injection; NVIDIA's runtime over the floor of the same GPUs."""
+    out = []
+
+    def add(what: str, row: str, floor: str, limit: float | None) -> None:
+        if row in medians and floor in medians:
+            out.append((what, row, (medians[row] - medians[floor]) * 1000, limit))
+
+    for vendor in VENDORS:
+        for gpus in ("1 of 8 GPUs", "all 8 GPUs"):
+            add("warm injection", f"{WARM}gpuhook {vendor} {gpus}", f"{FLOOR}{vendor} {gpus}", 3.0)
+        add("hook mode (warm)", f"{WARM}hook mode {vendor} 1 of 8 GPUs", f"{FLOOR}hook mode {vendor} 1 of 8 GPUs", 5.0)
+        add("clocks over injection (warm)", f"{WARM}gpuhook {vendor} 1 of 8 GPUs + clocks=1500",
+            f"{WARM}gpuhook {vendor} 1 of 8 GPUs", 8.0)
+    for engine in (cdi_engines.CONTAINERD, cdi_engines.PODMAN):
+        floor = f"{engine}{cdi_engines.NO_DEVICE}"
+        for row in (name for name in medians if name.startswith(engine) and name != floor):
+            add("CDI path over the engine's no device", row, floor, 1.0)
+    for vendor in VENDORS:
+        for gpus in ("1 of 8 GPUs", "all 8 GPUs"):
+            add("direct injection", f"gpuhook {vendor} {gpus}", f"{FLOOR}{vendor} {gpus}", 15.0)
+    for spec in ("gpuhook's", "NVIDIA's"):
+        for gpus in ("1 of 8 GPUs", "all 8 GPUs"):
+            add("peer: NVIDIA's runtime", f"NVIDIA's runtime (CDI) on {spec} spec, {gpus}", f"{FLOOR}nvidia {gpus}",
+                None)
+    return out
+
+
+def _report_over_floor(medians: dict[str, float]) -> None:
+    """The "#46 targets" table: each target's rows in ms over the floor of the same row, met or missed."""
+    rows = over_floor_rows(medians)
+    if not rows:
+        return
+    print("\n#46 targets, ms over the floor of the same row (medians; for reading, never enforced):\n")
+    print("| target | row | over its floor, ms | limit, ms | |")
+    print("|---|---|---:|---:|---|")
+    for what, row, ms, limit in rows:
+        verdict = "" if limit is None else "met" if ms <= limit else "missed"
+        print(f"| {what} | {row} | {ms:.1f} | {'' if limit is None else f'{limit:g}'} | {verdict} |")
+    print("(AMD's container runtime: not built here, its module is not served by the proxy; docs/performance.md "
+          "quotes its earlier figures with their date)")
 
 
 def _report_specs(medians: dict[str, float]) -> None:

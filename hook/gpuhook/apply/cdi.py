@@ -9,7 +9,9 @@ apply/cdi_edits.py, the same kinds of edit the shim and the hook write.
 cdiVersion is the lowest the fields need (cdi_rules.required_version: 0.5.0 for hostPath and device names starting
 with a digit, 0.7.0 with additionalGids), capped at the highest every installed CDI consumer parses (cdi_readers)
 or at the version asked. What the lower version cannot carry is dropped, and the warning says what the user adds
-instead; a node's permissions are never widened to make up for a group.
+instead; a node's permissions are never widened to make up for a group. A rootless engine bind-mounts each node
+from the host (a user namespace cannot make one) and maps only the user's own ids: the groups reach its containers
+as the user's own host groups, kept (ROOTLESS), whatever the spec says.
 """
 
 from __future__ import annotations
@@ -63,9 +65,16 @@ def build(vendor: Vendor, inv: VendorInventory, host_base: str, capabilities: fr
         warnings.append(f"{why} has no additionalGids: dropped {gids}, the device nodes' groups. A container user "
                         "other than root needs them from the engine: podman run "
                         + " ".join(f"--group-add {g}" for g in gids) + " (docker run --group-add alike; Kubernetes: "
-                        f"securityContext.supplementalGroups: {gids}); the nodes' permissions stay as they are")
+                        f"securityContext.supplementalGroups: {gids}; {ROOTLESS}); the nodes' permissions stay as "
+                        "they are")
     spec["cdiVersion"] = version
     return spec, warnings
+
+
+# In a rootless engine's user namespace a gid is the namespace's (109 there is one of the user's subordinate gids),
+# so neither additionalGids nor --group-add 109 gives the host's group: the user's own host groups, kept, do
+ROOTLESS = ("rootless Podman, whose user namespace holds none of the host's groups: podman run --group-add "
+            "keep-groups with crun, the user in those groups on the host")
 
 
 def _version(needed: str, target: str | None, readers: tuple[Reader, ...]) -> tuple[str, str]:

@@ -3,8 +3,7 @@ carry it."""
 
 from __future__ import annotations
 
-from gpuhook.apply import create_hook
-from gpuhook.apply.linker_cache import helper_part, python_args
+from gpuhook.apply.linker_cache import python_args
 from gpuhook.edits import FIELDS, DeviceNode, DeviceRule, Edits, Hook, Mount
 from gpuhook.errors import CdiError
 from gpuhook.frozen import frozen
@@ -23,9 +22,9 @@ class CdiContext:
     gpuhook_bin: str  # the hook CDI's linker-cache refresh runs
     config_path: str
     hook_timeout: int = 30  # seconds, for the hooks the spec adds
-    helper: str = ""  # the native createContainer hook (gpuhook-createhook), where built: it refreshes the cache
-    ldconfig: str = "/sbin/ldconfig"  # the host's, which the native refresh runs
-    state_dir: str = "/run/gpuhook"  # where the native refresh finds (or makes) its mount point
+    helper: str = ""  # the hooks' native front end (gpuhook-hook), where built: the warm helper serves its calls
+    ldconfig: str = "/sbin/ldconfig"  # unused (CDI's hook writes the cache itself; kept for callers' signature)
+    state_dir: str = "/run/gpuhook"  # unused alike
 
 
 
@@ -65,16 +64,14 @@ def _hooks_to_cdi(out: dict[str, Any], hooks: tuple[Hook, ...], _: Edits, __: Cd
 
 
 def _ldcache_to_cdi(out: dict[str, Any], dirs: tuple[str, ...], edits: Edits, ctx: CdiContext) -> None:
-    """A CDI spec cannot know the container's root: the native hook reads it from the OCI state (its root "-"),
-    where built; else gpuhook's own Python hook does the same refresh."""
-    if ctx.helper:
-        args = [create_hook.NAME, "-", *helper_part(ctx.ldconfig, dirs, edits.mounts, ctx.state_dir)]
-        out.setdefault("hooks", []).append({"hookName": "createContainer", "path": ctx.helper, "args": args,
-                                            "timeout": ctx.hook_timeout})
-        return
+    """A CDI spec is static and nothing of gpuhook runs for a CDI engine's container but a hook: one createRuntime
+    hook writes the container's linker cache (gpuhook hook update-ldcache: apply/container_ldcache.py, the root read
+    from the OCI state's bundle), no ldconfig. createRuntime runs in the runtime's namespaces, so the native front
+    end (gpuhook-hook, where built) hands it to the warm helper; the Python hook otherwise."""
     args = python_args(dirs, ((m.host_path, m.container_path) for m in edits.mounts))
-    out.setdefault("hooks", []).append({"hookName": "createContainer", "path": ctx.gpuhook_bin, "args": args,
-                                        "env": [f"GPUHOOK_CONFIG={ctx.config_path}"], "timeout": ctx.hook_timeout})
+    out.setdefault("hooks", []).append({"hookName": "createRuntime", "path": ctx.helper or ctx.gpuhook_bin,
+                                        "args": args, "env": [f"GPUHOOK_CONFIG={ctx.config_path}"],
+                                        "timeout": ctx.hook_timeout})
 
 
 def _not_in_cdi(what: str) -> Callable[[dict[str, Any], tuple[Any, ...], Edits, CdiContext], None]:

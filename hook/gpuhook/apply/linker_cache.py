@@ -1,4 +1,6 @@
-"""The container's linker cache refresh: the host's ldconfig, chrooted into the container root, where nothing
+"""The container's linker cache: written by gpuhook itself (apply/container_ldcache.py: `update` here for hook mode
+and CDI's hook, gpu_path/inject.py for the shim), else, as the fallback for an image cache gpuhook will not read and
+for specs older versions wrote, refreshed by the host's ldconfig, chrooted into the container root, where nothing
 but the root filesystem itself and gpuhook's own library mounts are mounted.
 
 The image controls its libraries' SONAMEs (one may hold `../`) and its ld.so.conf, and ldconfig makes a link
@@ -81,6 +83,44 @@ def dirs_in(hook: dict[str, Any]) -> tuple[str, ...] | None:
     if args[:3] == _PYTHON:
         return tuple(args[i + 1] for i, a in enumerate(args[:-1]) if a == "--folder")
     return create_hook.ldcache_dirs(hook)
+
+
+def update(root_path: str, ldconfig: str, dirs: tuple[str, ...], mounts: Iterable[tuple[str, str]],
+           state_dir: str, timeout: float) -> str:
+    """Hook mode and CDI: the cache written from this process on a detached, non-recursive clone of the root's mount
+    (open_tree: the root's own file system, no volume, no mount of the container's; no mount point of gpuhook's, so a
+    rootless engine's hook, which cannot write state_dir, works too, and a warm worker's namespace is left as it
+    was); ldconfig's refresh where the image's cache cannot be used. What was done, for the log. Writes into the
+    root; GpuhookError where the root's file system is read-only."""
+    from gpuhook import syscalls
+    from gpuhook.apply import container_ldcache as cache
+    from gpuhook.errors import ConfigError
+
+    pairs = list(mounts)
+    try:
+        tree = syscalls.open_tree(root_path)
+    except OSError:  # before Linux 5.2: a bind in a mount namespace of this process's own (it stays there)
+        tree = -1
+        target = make_mountpoint(state_dir)
+        syscalls.unshare(syscalls.CLONE_NEWNS)
+        syscalls.mount(None, "/", None, syscalls.MS_REC | syscalls.MS_PRIVATE)
+        syscalls.mount(root_path, target, None, syscalls.MS_BIND)
+    try:
+        view = f"/proc/self/fd/{tree}" if tree >= 0 else target
+        kind, detail = cache.write(view, dirs, pairs, state_dir)
+        if kind == cache.FALLBACK and not os.access(ldconfig, os.X_OK):
+            kind, detail = cache.write(view, dirs, pairs, state_dir, image=False)
+    finally:
+        if tree >= 0:
+            os.close(tree)
+    if kind == cache.FALLBACK:
+        refresh(root_path, ldconfig, dirs, pairs, state_dir, timeout)
+        return f"{detail}; refreshed by {ldconfig}"
+    if kind == cache.MOUNT:
+        raise ConfigError(f"the container root {root_path} is on a read-only file system, so its linker cache cannot "
+                          "list the injected libraries: run it with gpuhook-runtime (which bind-mounts the cache) or "
+                          "give it a writable root")
+    return f"{kind}: {detail}"
 
 
 def refresh(root_path: str, ldconfig: str, dirs: tuple[str, ...], mounts: Iterable[tuple[str, str]],

@@ -4,7 +4,8 @@ The device cgroup is extended from the host's namespaces (cgroup v1 rules, or cg
 apply/cgroups.py); then the process enters the container's mount namespace (before pivot_root it still shows the
 host's paths; a bind mount's source must be in the caller's namespace, so sources are opened there), creates
 nodes (bind mounts of the host's in a container with a user namespace, as runc does there), mounts files read-only
-and refreshes the linker cache with the host's ldconfig chrooted into the container root.
+and writes the container's linker cache (apply/linker_cache.py `update`: the host's ldconfig only where the image's
+own cache cannot be used).
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ LIVE = {
     "masked_paths": "a read-only empty tmpfs over each",
     "readonly_mounts": "remounted read-only",
     "proc_overlays": "the procfs copy bind-mounted over the container's own",
-    "ldcache_dirs": "the host's ldconfig, chrooted into the root alone (apply/linker_cache.py)",
+    "ldcache_dirs": "the root's linker cache written by gpuhook (the host's ldconfig, chrooted into the root alone, "
+                    "where the image's cache cannot be used: apply/linker_cache.py)",
 }
 UNAPPLIED = ("env", "additional_gids", "hooks")  # what `apply` leaves to its caller, as LIVE says
 
@@ -89,7 +91,7 @@ def apply(edits: Edits, pid: int, root_path: str, host_base: str, ldconfig: str,
             if owner is not None:  # a copy of the container's namespace locks its mounts: the refresh starts
                 syscalls.setns(home, syscalls.CLONE_NEWNS)  # from the host's, where the root has none on it
             mounts = ((m.host_path, m.container_path) for m in (*libraries, *edits.mounts))
-            linker_cache.refresh(root_path, ldconfig, edits.ldcache_dirs, mounts, state_dir, timeout)
+            linker_cache.update(root_path, ldconfig, edits.ldcache_dirs, mounts, state_dir, timeout)
     finally:
         for fd in held:
             os.close(fd)

@@ -1,6 +1,7 @@
 """Edits into a config.json dict: one writer per kind of edit (edits.FIELDS), what a spec already carries of
 each (hook mode applies only the rest), and the createContainer hooks procfs copies and the linker cache need
-(apply/create_hook.py's native helper where built, else the host's sh or gpuhook's own hook)."""
+(apply/create_hook.py's native helper where built, else the host's sh or gpuhook's own hook). The linker cache
+is written by the shim before the spec (gpu_path/inject.py): its hook is only the fallback."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ class SpecContext:
     helper: str = ""  # the native createContainer hook (cli/native/createhook.c), when built
     gpuhook_bin: str = "/usr/local/bin/gpuhook"  # the hook, where the helper is not there
     config_path: str = "/etc/gpuhook/config.toml"
-
+    ldcache_written: bool = False  # the shim wrote the root's linker cache itself (apply/container_ldcache.py)
 
 
 def _object(parent: dict[str, Any], key: str) -> dict[str, Any]:
@@ -190,6 +191,9 @@ def _overlays_in_spec(spec: Spec) -> set[object]:
 
 
 def _ldcache_to_spec(spec: Spec, dirs: tuple[str, ...], edits: Edits, ctx: SpecContext) -> None:
+    """The refresh hook, only where the shim could not write the cache itself (an image cache it ignored)."""
+    if ctx.ldcache_written:
+        return
     have = _ldcache_in_spec(spec)
     dirs = tuple(d for d in dirs if d not in have)
     if not dirs:

@@ -38,7 +38,7 @@ def generate(args: argparse.Namespace) -> int:
                        + " (or use --output-dir)")
     here = os.path.dirname(os.path.abspath(sys.argv[0]))
     gpuhook_bin = os.path.join(here, "gpuhook")
-    helper = beside(here, "gpuhook-createhook")  # the native linker-cache refresh, where built
+    helper = beside(here, "gpuhook-hook")  # the hooks' native front end, where built (the warm helper serves it)
     readers = installed_readers(args.engine)
     print(f"gpuhook cdi: {describe(readers)}", file=sys.stderr if args.output == "-" else sys.stdout)
     for vendor in wanted:

@@ -71,13 +71,28 @@ def main(stage: str | None, folders: list[str] | None = None, data: bytes | None
         _count_refusal(e)  # the container does not start: a refusal like any other
         return 1
     stage = stage or ("poststop" if state.get("status") == "stopped" else "prestart")
+    from gpuhook.host.userns import own_host_uid
+
+    host_uid = own_host_uid()  # not 0: a rootless engine's hook, which plan/rootless.py refuses what needs root
     if stage == "poststop":
+        if host_uid:  # its prestart applied nothing: nothing to restore
+            return 0
         from gpuhook.gpu_path.hook_stages import poststop
 
         return poststop(state)
     from gpuhook.gpu_path import hook_stages
 
     name = "gpuhook hook update-ldcache" if stage == "update-ldcache" else "gpuhook hook"
+    if host_uid:
+        from gpuhook.plan import rootless
+
+        annotations = state.get("annotations")
+        try:
+            rootless.check(annotations if isinstance(annotations, dict) else {}, host_uid,
+                           "" if stage == "update-ldcache" else "gpuhook's hook")
+        except GpuhookError as e:  # not counted: the counters are root's, in state_dir
+            print(f"{name}: {one_line(e)}", file=sys.stderr)
+            return 1
     try:
         if stage == "update-ldcache":
             hook_stages.update_ldcache(state, folders or [], mounts)

@@ -119,6 +119,19 @@ def _maybe_inject(args: RuncArgs, table: dict[str, object], path: str, validated
     asks = any(m in data for m in _MARKERS) and any(m in data for m in markers())
     if not asks and not any(p.encode() in data for p in node_prefixes()):
         return
+    from gpuhook.host.userns import own_host_uid
+
+    host_uid = own_host_uid()
+    if host_uid:  # a rootless engine's runtime: nothing of root's (state_dir, the GPUs) is written or applied
+        from gpuhook.fastjson import loads
+        from gpuhook.plan import rootless
+
+        try:
+            spec = loads(data)
+        except (ValueError, RecursionError) as e:
+            raise SpecError(f"config.json is not valid JSON ({e})") from e
+        rootless.check_spec(spec, host_uid, "gpuhook's runtime")  # GPU nodes the engine put there: its runtime's
+        return
     from gpuhook.gpu_path.inject import edit_bundle
 
     for w in edit_bundle(data, args.bundle, args.container_id, table, path, validated, args.root, creator, asks):
@@ -130,6 +143,10 @@ def _count_refusal(table: dict[str, object] | None, error: BaseException) -> Non
     counted when the config itself could not be read. Appends to a state file; never raises."""
     state_dir = (table or {}).get("state_dir", "/run/gpuhook")
     if table is None or not isinstance(state_dir, str) or not state_dir.startswith("/"):
+        return
+    from gpuhook.host.userns import own_host_uid
+
+    if own_host_uid():  # a rootless engine's runtime: the counters are root's
         return
     from gpuhook.apply import counters
 

@@ -32,8 +32,6 @@ def prestart(state: dict[str, object], claimed: bool = False) -> None:
     (one per claim request): the first gives it all, the others find its record. Reads the bundle and the host;
     mounts, writes state files, tunes GPUs."""
     from gpuhook.apply.spec import read_spec
-    from gpuhook.gpu_path.inject import asked, counts, planned
-    from gpuhook.gpu_path.transaction import Transaction
     from gpuhook.request.pod import is_sandbox
 
     bundle, pid = state.get("bundle"), state.get("pid")
@@ -53,6 +51,9 @@ def prestart(state: dict[str, object], claimed: bool = False) -> None:
         return
     if claimed and containers.recorded(config.state_dir, cid):  # an earlier marker hook gave the claims
         return
+    from gpuhook.gpu_path.inject import asked, counts, planned  # hook mode: the GPU path (the shim's is above)
+    from gpuhook.gpu_path.transaction import Transaction
+
     request = asked(spec, config, log, cid)
     if request is None:
         return
@@ -78,14 +79,20 @@ def _follow(spec: Spec, config: Config, cid: str, pid: int, shims: containers.Co
     from gpuhook.gpu_path.transaction import Transaction
 
     _check_undone(spec, shims.settings, shims.exclusive)
-    record = replace(shims, runtime_root="", pid=pid, start_time=start_time(pid), creator=0, creator_start="",
+    started = start_time(pid)
+    record = replace(shims, runtime_root="", pid=pid, start_time=started, creator=0, creator_start="",
                      planned=False, settings=(), exclusive=())
+    tuned = bool(shims.settings or shims.exclusive)
     with Transaction(config.state_dir, cid, locked=False) as txn:  # the shim held the lock over its plan
-        # an exclusive holder checks the records under the ledger's lock
-        txn.commit(record, recheck=not shims.exclusive)
+        # a tuned container's leases are checked again under the ledger's lock, where it applies its tuning
+        txn.commit(record, recheck=not tuned)
     log.info("planned by the shim", gpus=list(shims.gpus))
-    if shims.settings or shims.exclusive:
-        _tune(config, cid, pid, shims.settings, shims.exclusive, log)
+    if tuned:  # the shim checked these values against the GPUs' ranges, under these drivers: remembered
+        try:
+            _tune(config, cid, pid, shims.settings, shims.exclusive, log, started, shims.gpus, dict(shims.drivers))
+        except PolicyError:
+            containers.remove(config.state_dir, record)  # refused on a lease: as a record's commit is
+            raise
 
 
 def _undone_at_poststop(spec: Spec) -> bool:
@@ -135,12 +142,15 @@ def _give(spec: Spec, bundle: str, config: Config, pid: int, prepared: Prepared,
     log.info("applied live", devices=[n.path for n in todo.device_nodes], mounts=len(todo.mounts),
              rules=len(todo.device_rules))
     if prepared.settings or prepared.exclusive:
-        _tune(config, cid, pid, prepared.settings, prepared.exclusive, log)
+        _tune(config, cid, pid, prepared.settings, prepared.exclusive, log, record.start_time, (),
+              dict(prepared.drivers))
 
 
 def _tune(config: Config, cid: str, pid: int, settings: tuple[Setting, ...], exclusive: tuple[str, ...],
-          log: Any) -> None:
-    """Leases and settings for this container, all or nothing (session.acquire rolls back on failure)."""
+          log: Any, started: str, used: tuple[str, ...], drivers: dict[str, str]) -> None:
+    """Leases and settings for this container, all or nothing (session.acquire rolls back on failure), in one
+    ledger transaction and at most one backend session per vendor. `used`: its record's GPUs, whose leases are
+    checked there; `drivers`: vendor -> driver version, the key of what the GPUs' ranges took (tuning/backends)."""
     from gpuhook.host.root import Root
     from gpuhook.tuning import session
     from gpuhook.tuning.backends import BackendSet
@@ -148,18 +158,20 @@ def _tune(config: Config, cid: str, pid: int, settings: tuple[Setting, ...], exc
     def users(gpu: str) -> list[str]:
         return [r.id for r in containers.live_records(config.state_dir) if gpu in r.gpus]
 
-    with BackendSet(Root(config.host_root), config.state_dir) as backends:  # a vendor's backend is made only if needed
-        session.acquire(config.state_dir, session.Holder(cid, pid, start_time(pid)), settings, exclusive, backends,
-                        users)
+    # a vendor's backend is made only if needed: not for settings other containers hold already
+    with BackendSet(Root(config.host_root), config.state_dir, drivers) as backends:
+        session.acquire(config.state_dir, session.Holder(cid, pid, started), settings, exclusive, backends, users,
+                        used)
     log.info("tuned", settings=[f"{s.gpu}:{s.name}={s.value}" for s in settings], exclusive=list(exclusive))
 
 
 def update_ldcache(state: dict[str, object], folders: list[str], mounts: list[tuple[str, str]] | None) -> None:
-    """The Python twin of the native helper's refresh (shim mode without it, CDI's createContainer hook): the
-    host's ldconfig, chrooted into the container root alone with `mounts` bound back read-only, lists `folders`.
+    """CDI's createContainer hook (and the shim's fallback where the native helper is not built): the container's
+    linker cache written to list `folders` (linker_cache.update; the host's ldconfig, chrooted into the container root
+    alone with `mounts` bound back read-only, only where the image's cache cannot be used).
     A CDI spec written before the mounts were named (`mounts` None) gets its driver files bound back: the spec's
     bind mounts of regular files (a directory there may be a user's volume, which the refresh must not see)."""
-    from gpuhook.apply.linker_cache import refresh
+    from gpuhook.apply.linker_cache import update
     from gpuhook.apply.spec import read_spec, rootfs
 
     bundle = state.get("bundle")
@@ -171,7 +183,9 @@ def update_ldcache(state: dict[str, object], folders: list[str], mounts: list[tu
         mounts = [(m["source"], m["destination"]) for m in spec.get("mounts") or []
                   if isinstance(m.get("source"), str) and isinstance(m.get("destination"), str)
                   and os.path.isfile(m["source"])]
-    refresh(rootfs(spec, bundle), config.ldconfig, tuple(folders), mounts, config.state_dir, config.hook_timeout)
+    done = update(rootfs(spec, bundle), config.ldconfig, tuple(folders), mounts, config.state_dir,
+                  config.hook_timeout)
+    logs.logger(config, str(state.get("id", "")), "hook").info("linker cache", detail=done)
 
 
 def poststop(state: dict[str, object]) -> int:
@@ -184,7 +198,7 @@ def poststop(state: dict[str, object]) -> int:
         remember_state(config.path, config.state_dir)
         log = logs.logger(config, cid, "hook")
         containers.drop_gone(config.state_dir, cid)
-        problems = _untune(config, cid)
+        problems = _untune(config, cid, str(state.get("bundle") or ""))
         for p in problems:
             log.error("restore failed", detail=p)
         log.info("poststop", problems=len(problems))
@@ -193,7 +207,7 @@ def poststop(state: dict[str, object]) -> int:
     return 0
 
 
-def _untune(config: Config, cid: str) -> list[str]:
+def _untune(config: Config, cid: str, bundle: str) -> list[str]:
     if not os.path.exists(os.path.join(config.state_dir, "ledger.json")):
         return []
     from gpuhook.host.root import Root
@@ -201,4 +215,4 @@ def _untune(config: Config, cid: str) -> list[str]:
     from gpuhook.tuning.backends import BackendSet
 
     with BackendSet(Root(config.host_root), config.state_dir) as backends:  # a vendor's backend is made only if needed
-        return session.release(config.state_dir, cid, backends, only_gone=True)
+        return session.release(config.state_dir, cid, backends, only_gone=True, bundle=bundle)

@@ -106,10 +106,10 @@ def planned(request: Request, spec: Spec, bundle: str, config: Config, log: Any,
     warm = os.environ.get("GPUHOOK_WARM_SOCKET")  # the hooks ask the warm helper the shim was told to ask
     prepared = decide(request, inventory, facts, spec, config, gpuhook_bin,
                       () if warm is None else (f"GPUHOOK_WARM_SOCKET={warm}",))
-    if prepared.settings:  # the GPUs' own ranges, before anything is written (the prestart hook's set: the last guard)
-        from gpuhook.tuning.backends import check_ranges
+    if prepared.settings:  # the GPUs' own ranges, before anything is written (the prestart hook's: the last guard);
+        from gpuhook.tuning.backends import check_ranges  # a value a GPU took under its driver is remembered
 
-        check_ranges(root, config.state_dir, prepared.settings)
+        check_ranges(root, config.state_dir, prepared.settings, dict(prepared.drivers))
     for directory in prepared.directories:  # before the runtime mounts them (the daemons start at prestart)
         _make_directory(config.tuning.mps_dir, directory)
     for tmpfs in prepared.shared_memory:  # a daemon's /dev/shm: the same tmpfs for it and every client
@@ -206,14 +206,17 @@ def _edited(spec: Spec, bundle: str, container_id: str, config: Config, runtime_
         if (prepared.settings or prepared.exclusive) and not os.access(gpuhook_bin, os.X_OK):
             raise ConfigError(f"tuning needs the gpuhook hook next to gpuhook-runtime, but {gpuhook_bin} is "
                               "missing: reinstall gpuhook (./install.sh)")
+        if _joined(prepared, config, container_id, runtime_root, me, bundle):  # held already: no prestart to tune
+            prepared = replace(prepared, settings=(), edits=replace(prepared.edits, hooks=tuple(
+                h for h in prepared.edits.hooks if not (h.stage == "prestart" and h.args[1:] == ("hook", "prestart")))))
+        written = False
         if prepared.edits.ldcache_dirs:
-            from gpuhook.apply.linker_cache import make_mountpoint
-
-            make_mountpoint(config.state_dir)
+            prepared, written = _linker_cache(prepared, rootfs(spec, bundle), config, log)
         ctx = SpecContext(root_path=rootfs(spec, bundle), ldconfig=config.ldconfig, hook_timeout=config.hook_timeout,
                           state_dir=config.state_dir,
                           helper=beside(here, NAME), gpuhook_bin=gpuhook_bin,
-                          config_path=config.path)  # "": a shell per copy, Python's refresh
+                          config_path=config.path,  # "": a shell per copy, Python's refresh
+                          ldcache_written=written)
         new = apply_with(spec, prepared.edits, ctx)
         # Docker's --gpus hook: its work is done (a hook would not know)
         drop_hooks(new, "prestart", lambda h: is_gpus_hook(h, all_vendors()))
@@ -230,6 +233,66 @@ def _edited(spec: Spec, bundle: str, container_id: str, config: Config, runtime_
             container=name, planned=True, settings=prepared.settings, exclusive=prepared.exclusive)
         txn.commit(record, count=prepared.drivers)
     return new, prepared.warnings
+
+
+def _linker_cache(prepared: Prepared, root_path: str, config: Config, log: Any) -> tuple[Prepared, bool]:
+    """The container's linker cache written into its root before the runtime starts (apply/container_ldcache.py),
+    or kept under state_dir and bind-mounted read-only where the root's file system refuses writes: (the prepared
+    edits, with that mount, and whether the cache is done). Not done where the image's cache cannot be used and the
+    host's ldconfig can rebuild it: the spec then gets the refresh hook (its mount point made here). Reads the host's
+    libraries and the image; writes into the root or under state_dir."""
+    from gpuhook.apply import container_ldcache as cache
+    from gpuhook.errors import GpuhookError
+
+    edits = prepared.edits
+    mounts = [(m.host_path, m.container_path) for m in edits.mounts]
+    # openat2 where ctypes is loaded already (the warm helper's workers), else the component walk: as strict,
+    # without ctypes' 3 ms in the direct shim
+    openat2 = None if "gpuhook.syscalls" in sys.modules else False
+    try:
+        kind, detail = cache.write(root_path, edits.ldcache_dirs, mounts, config.state_dir, openat2=openat2)
+        if kind == cache.FALLBACK and not os.access(config.ldconfig, os.X_OK):
+            log.warning("linker cache", detail=f"{detail}; no host ldconfig to rebuild it: the injected libraries "
+                        "alone are listed")
+            kind, detail = cache.write(root_path, edits.ldcache_dirs, mounts, config.state_dir, image=False,
+                                       openat2=openat2)
+    except (GpuhookError, OSError) as e:
+        kind, detail = cache.FALLBACK, f"cannot be written: {e}"
+    if kind == cache.FALLBACK:
+        from gpuhook.apply.linker_cache import make_mountpoint
+
+        log.warning("linker cache", detail=f"{detail}; the host's ldconfig refreshes it")
+        make_mountpoint(config.state_dir)
+        return prepared, False
+    log.debug("linker cache", kind=kind, detail=detail)
+    if kind == cache.MOUNT:
+        from gpuhook.edits import Mount
+
+        bound = Edits(mounts=(Mount(detail, cache.CACHE),))  # read-only
+        prepared = replace(prepared, edits=merge([prepared.edits, bound]))
+    return prepared, True
+
+
+def _joined(prepared: Prepared, config: Config, container_id: str, runtime_root: str, me: int, bundle: str) -> bool:
+    """Whether every setting the container asks is held already, at its value, by live containers: then it is
+    recorded here as their holder (by `me`, which execs runc, and runc's state directory `runtime_root`: runc keeps
+    state.json there while the container exists and removes it before the poststop hooks), and its spec needs no
+    prestart hook to tune (its poststop hook releases it). Only for runc, whose state gpuhook can read (crun keeps
+    none there, and keeps its own until after the poststop hooks); never for leases or MPS daemons. Writes the
+    ledger."""
+    if (not prepared.settings or prepared.exclusive or any(s.name == "mps" for s in prepared.settings)
+            or os.path.basename(config.runtime) != "runc" or not os.path.isabs(runtime_root)
+            or not os.path.exists(os.path.join(config.state_dir, "ledger.json"))):
+        return False
+    from gpuhook.errors import LedgerError
+    from gpuhook.host.processes import start_time
+    from gpuhook.tuning import session
+
+    try:
+        return session.join(config.state_dir, session.Holder(container_id, me, start_time(me), runtime_root),
+                            prepared.settings, os.path.realpath(bundle))  # as runc states it
+    except LedgerError:  # the prestart hook says so, where it applies the settings
+        return False
 
 
 def _make_directory(base: str, path: str, shared: bool = False) -> None:

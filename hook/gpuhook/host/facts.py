@@ -3,7 +3,7 @@
 All the I/O of a GPU container's start that is not discovery happens here, driven by a `Needs` the pure
 planner computed: the image's ROCm and CUDA forward-compatibility files (read inside the image root, never
 run), the CUDA version of the host's libcuda and GPUs' NVML facts (loaded only when a requirement names
-them), the host's ROCm trees, the vendors' procfs texts, leases and ldconfig. The result is a plain value.
+them), the host's ROCm trees, the vendors' procfs texts, and leases. The result is a plain value.
 """
 
 from __future__ import annotations
@@ -69,7 +69,6 @@ class HostFacts:
     procfs: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = ()  # (vendor, procfs dir, files)
     ledger: Any = None  # the tuning ledger as it is (read without its lock), live holders only; None: no ledger
     users: tuple[tuple[str, str], ...] = ()  # (GPU, container) of live GPU containers, when exclusivity is asked
-    ldconfig_ok: bool = True
 
     def gpu_facts(self, uuid: str) -> tuple[str, str]:
         """(compute capability, brand) NVML reported for the GPU."""
@@ -117,8 +116,7 @@ def gather(needs: Needs, root: Root, inventory: Sequence[VendorInventory], root_
     return HostFacts(root_path=root_path, dev_link=dev_link, image_read=image_read, image_notes=image_notes,
                      image_rocm=image_rocm, image_stacks=tuple(stacks), compat_dir=compat_dir,
                      compat_versions=compat_versions, host_cuda=cuda, cuda_unknown=unknown, nvml=nvml, rocm_trees=trees,
-                     procfs=tuple(procfs), ledger=ledger, users=users,
-                     ldconfig_ok=os.access(config.ldconfig, os.X_OK))
+                     procfs=tuple(procfs), ledger=ledger, users=users)
 
 
 def _host_cuda(inv: VendorInventory, root: Root) -> tuple[str | None, str]:

@@ -6,6 +6,8 @@ apart. Reads the real host's /proc (a container's pid is a host pid, whatever ho
 
 from __future__ import annotations
 
+import os
+
 
 def start_time(pid: int) -> str:
     """A live process's start time; "" when it is gone or a zombie (a killed container's init may wait a
@@ -24,5 +26,12 @@ def alive(pid: int, start: str) -> bool:
 
 
 def holder_alive(holder: dict[str, object]) -> bool:
-    """Whether a ledger holder's container ({"pid": ..., "start": ...}) is still there."""
-    return alive(int(str(holder.get("pid", 0))), str(holder.get("start") or ""))
+    """Whether a ledger holder's container ({"pid": ..., "start": ...}: its init) is still there; for one the shim
+    recorded before runc made the container ({"root": runc's state directory}, "pid" the process that execs runc),
+    that process, else runc's state.json there (runc removes it before it runs the poststop hooks). Reads /proc."""
+    if alive(int(str(holder.get("pid", 0))), str(holder.get("start") or "")):
+        return True
+    root, cid = holder.get("root"), str(holder.get("id") or "")
+    if not isinstance(root, str) or not root.startswith("/") or not cid or "/" in cid or cid in (".", ".."):
+        return False
+    return os.path.isfile(os.path.join(root, cid, "state.json"))

@@ -8,7 +8,7 @@ raise the errors a user sees (RequestError, PlanError, PolicyError, ConfigError)
 from __future__ import annotations
 
 from gpuhook.edits import SHARED_MEMORY, Edits, Hook, merge
-from gpuhook.errors import ConfigError, PolicyError, RequestError
+from gpuhook.errors import PolicyError, RequestError
 from gpuhook.frozen import frozen
 from gpuhook.host.facts import Needs
 from gpuhook.plan.select import Selected, edits_for, select_all
@@ -132,9 +132,6 @@ def decide(request: Request, inventory: Inventory, facts: HostFacts, spec: Spec,
     edits = merge([verdict_edits, injected, rocm_edits, hardening, *(e for _, e in shared),
                    Edits(readonly_mounts=("/sys",) if config.policy.readonly_sys else ()), Edits(env=tuning.env),
                    _tuning_hooks(config, gpuhook_bin, hook_env) if tuning.touches_host() else Edits()])
-    if edits.ldcache_dirs and not facts.ldconfig_ok:
-        raise ConfigError(f"the host's ldconfig {config.ldconfig} is missing or not executable: install "
-                          "libc-bin or set `ldconfig` in " + config.path)
     drivers = tuple((v, inv.driver_version or "") for v, (inv, _) in by_vendor.items())
     procfs = tuple(ProcfsCopy(v, target, files) for v, target, files in facts.procfs if v in by_vendor)
     return Prepared(edits=edits, warnings=warnings, drivers=drivers, settings=settings,

@@ -1,8 +1,9 @@
 """The tuning ledger in state_dir: originals, current values, holders, leases. The only writer of it.
 
 Every change happens under an exclusive flock and is written atomically (temp, fsync, rename) before the
-host is touched; the previous good version is kept as ledger.json.prev. A ledger that cannot be read is an
-error naming the file and the way to recover it: never a silent reset of somebody else's holdings.
+host is touched, once per call; a copy of the last good version is kept as ledger.json.prev. A ledger that
+cannot be read is an error naming the file and the way to recover it: never a silent reset of somebody else's
+holdings.
 """
 
 from __future__ import annotations
@@ -70,22 +71,20 @@ def load(path: str) -> State:
 
 
 def save(state_dir: str, state: State) -> None:
-    """Write the ledger atomically, keeping the previous version as .prev. Call while holding the lock."""
+    """Write the ledger atomically, and a copy as .prev: the last good version for the documented recovery when
+    ledger.json is damaged from outside (an edit, a truncation), with every holding of the last write (a container's
+    call writes the ledger once: a copy of the version before it would lose the settings it applied). Call while
+    holding the lock. Writes two files."""
     path = os.path.join(state_dir, NAME)
     text = render(state)
-    if os.path.exists(path):  # keep the last good version; ledger.json itself never disappears (readers
-        prev = os.path.join(state_dir, f".{NAME}.prev.{os.getpid()}.tmp")  # outside the lock, e.g. the shim's
-        # lease check, rely on it)
-        if os.path.lexists(prev):
-            os.unlink(prev)
-        os.link(path, prev)
-        os.replace(prev, path + ".prev")
-    write_text(path, text, mode=0o644)
+    write_text(path, text, mode=0o644)  # atomic: ledger.json never disappears (readers outside the lock rely on it)
     dir_fd = os.open(state_dir, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+    write_text(path + ".prev", text, mode=0o644, durable=False)  # a copy, never a link: a truncation of one is not
+    # the other's
 
 
 def render(state: State) -> str:

@@ -49,14 +49,15 @@ class Backend(Protocol):
         ...
 
     def set(self, s: Setting, value: str) -> None:
-        """Change the setting, after `check` of a value asked (never of an original, which is given back as it
-        was). Writes to the host."""
+        """Change the setting; its caller asks `check` of a value asked first (never of an original, which is given
+        back as it was: tuning/backends.BackendSet.check). Writes to the host."""
         ...
 
     def check(self, s: Setting) -> None:
         """TuningError naming the GPU's own range (its clocks, power limits, fan speeds) or what it lacks (a fan, a
         performance level) where it cannot take `s.value`: the shim and the DRA driver ask it before anything
-        changes, `set` asks it last. Reads the GPU; writes nothing."""
+        changes, the prestart hook last, before `set` (tuning/backends.BackendSet.check, which remembers what a GPU
+        took). Reads the GPU; writes nothing."""
         ...
 
     def close(self) -> None:

@@ -29,24 +29,22 @@ def test_nvidia_spec(fake_host: FakeHost) -> None:
     assert {n["path"] for n in common["deviceNodes"]} == {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"}
     assert any(m["containerPath"].endswith("libcuda.so.550.54.15") and "ro" in m["options"] for m in common["mounts"])
     (hook,) = common["hooks"]
-    assert hook["hookName"] == "createContainer" and hook["args"][:3] == ["gpuhook", "hook", "update-ldcache"]
+    assert hook["hookName"] == "createRuntime" and hook["args"][:3] == ["gpuhook", "hook", "update-ldcache"]
     assert "--folder" in hook["args"] and common["env"] == ["NVIDIA_VISIBLE_DEVICES=void"]
 
 
 def test_the_linker_cache_hook_is_the_native_one_where_built(fake_host: FakeHost) -> None:
-    """With gpuhook-createhook installed, the spec's refresh is that one process, told to read the container's root
-    from the OCI state ("-"), the same mount point and ldconfig as the shim's, and the driver files bound back."""
+    """With gpuhook-hook installed, the spec's cache is written by one createRuntime call of that front end (in the
+    runtime's namespaces, where the warm helper serves it), told the driver files' mounts; no ldconfig."""
     host = fake_host(nvidia=1)
     spec, _ = build(nvidia, discover(Root(host)).vendor("nvidia"), host, CAPS, "/opt/g/bin/gpuhook",  # type: ignore[arg-type]
-                    "/etc/gpuhook/config.toml", helper="/opt/g/bin/gpuhook-createhook", ldconfig="/usr/sbin/ldconfig",
-                    state_dir="/run/gh")
+                    "/etc/gpuhook/config.toml", helper="/opt/g/bin/gpuhook-hook", state_dir="/run/gh")
     (hook,) = spec["containerEdits"]["hooks"]
-    assert hook["path"] == "/opt/g/bin/gpuhook-createhook" and hook["hookName"] == "createContainer"
-    assert hook["args"][:5] == ["gpuhook-createhook", "-", "--ldcache", "/run/gh/ldcache-root", "/usr/sbin/ldconfig"]
-    count = int(hook["args"][5])
-    pairs = hook["args"][6:6 + 2 * count]
-    assert count and all(p.endswith(".so.550.54.15") for p in pairs)  # each driver library, host and container side
-    assert hook["args"][6 + 2 * count:]  # the folders to list
+    assert hook["path"] == "/opt/g/bin/gpuhook-hook" and hook["hookName"] == "createRuntime"
+    assert hook["args"][:3] == ["gpuhook", "hook", "update-ldcache"] and "ldconfig" not in " ".join(hook["args"])
+    mounts = [hook["args"][i + 1:i + 3] for i, a in enumerate(hook["args"]) if a == "--mount"]
+    assert mounts and all(m[0].endswith(".so.550.54.15") for m in mounts)  # each driver library, host and container
+    assert "--folder" in hook["args"] and hook["env"] == ["GPUHOOK_CONFIG=/etc/gpuhook/config.toml"]
 
 
 def test_amd_spec_needs_0_7_for_groups_and_an_older_target_drops_them(fake_host: FakeHost) -> None:
@@ -86,6 +84,7 @@ def test_the_installed_consumers_cap_the_version_and_the_warning_says_what_to_ad
     (warning,) = warnings
     assert "the highest Podman 4.3.1 parses" in warning and "--group-add 109 --group-add 44" in warning
     assert "supplementalGroups: [109, 44]" in warning and "permissions stay as they are" in warning
+    assert "rootless Podman" in warning and "--group-add keep-groups with crun" in warning  # tests/e2e/test_rootless
     # all of them parse 0.7.0: nothing is dropped, and nothing higher than the fields need is written
     spec, warnings = build(amd, inv, host, CAPS, "/g", "/c", readers=(reader("podman", "5.8.1"),))  # type: ignore[arg-type]
     assert (spec["cdiVersion"], warnings) == ("0.7.0", []) and spec["containerEdits"]["additionalGids"] == [109, 44]

@@ -56,6 +56,19 @@ def test_the_native_helper_refreshes_the_cache_with_only_gpuhooks_library_mounts
     assert lacking(edits, apply_with(SPEC, edits, ctx)).ldcache_dirs == ()
 
 
+def test_a_cache_the_shim_wrote_leaves_only_the_procfs_copies_to_the_helper(tmp_path: Path) -> None:
+    """The shim wrote the root's linker cache itself (gpu_path/inject.py): no refresh part, no refresh hook."""
+    helper = tmp_path / "gpuhook-createhook"
+    edits = Edits(mounts=(Mount("/h/libcuda.so.1", "/usr/lib/libcuda.so.1"),), ldcache_dirs=("/usr/lib",),
+                  proc_overlays=(ProcOverlay("/run/gh/p1", "/proc/driver/nvidia"),))
+    for native in (str(helper), ""):
+        ctx = SpecContext(root_path="/b/rootfs", ldconfig="/sbin/ldconfig", state_dir="/run/gh", helper=native,
+                          ldcache_written=True)
+        hooks = apply_with(SPEC, edits, ctx)["hooks"]["createContainer"]
+        assert "--ldcache" not in json.dumps(hooks) and "update-ldcache" not in json.dumps(hooks)
+        assert len(hooks) == 1  # the procfs copy's
+
+
 def test_the_native_helper_is_one_hook_for_every_procfs_copy_and_the_cache(tmp_path: Path) -> None:
     helper = tmp_path / "gpuhook-createhook"
     edits = Edits(mounts=(Mount("/h/libcuda.so.1", "/usr/lib/libcuda.so.1"),), ldcache_dirs=("/usr/lib",),

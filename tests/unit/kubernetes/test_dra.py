@@ -213,7 +213,7 @@ def test_a_driver_in_a_container_of_its_own_names_the_nodes_paths_in_its_cdi_spe
         (here / name).touch(mode=0o755)
     hook, gpuhook_bin, helper = _hooks(str(here), "/var/lib/gpuhook/bin")
     assert (hook, gpuhook_bin, helper) == ("/var/lib/gpuhook/bin/gpuhook-hook", "/var/lib/gpuhook/bin/gpuhook",
-                                           "/var/lib/gpuhook/bin/gpuhook-createhook")
+                                           "/var/lib/gpuhook/bin/gpuhook-hook")  # the cache's hook: the front end
     config = from_table({"host_root": str(node / "gpuhost"), "state_dir": str(tmp_path / "state")},
                         "/etc/gpuhook/config.toml")
     root = Root(config.host_root)

@@ -10,7 +10,7 @@ import pytest
 
 from gpuhook.config import Config, Policy, TuningPolicy
 from gpuhook.edits import DeviceNode
-from gpuhook.errors import ConfigError, PlanError, PolicyError, RequestError
+from gpuhook.errors import PlanError, PolicyError, RequestError
 from gpuhook.host.facts import HostFacts
 from gpuhook.host.inventory import DriverFile, Gpu, Inventory, VendorInventory
 from gpuhook.host.rocm_trees import RocmTree
@@ -280,9 +280,6 @@ REFUSALS: list[tuple[str, Request, tuple[VendorInventory, ...], HostFacts, dict[
     ("dev-is-a-link", NV_ONE, (NVIDIA,), HostFacts(dev_link="/host/dev"), _spec(), _config(), PolicyError,
      "the image's /dev is a symbolic link (to '/host/dev'): runc follows it out of the container when it sets up "
      "/dev, so gpuhook refuses to start this GPU container"),
-    ("no-ldconfig", NV_ONE, (NVIDIA,), HostFacts(ldconfig_ok=False), _spec(), _config(), ConfigError,
-     "the host's ldconfig /sbin/ldconfig is missing or not executable: install libc-bin or set `ldconfig` in "
-     "/etc/gpuhook/config.toml"),
     ("leased-by-another", NV_ONE, (NVIDIA,), LEASED, _spec(), _config(), PolicyError,
      f"GPU {NV0} is held exclusively by container trainer: wait for it to stop or pick other GPUs"),
     ("leased-gpu-of-a-mig-device", _ask(_sel("nvidia", ("0:1",), "0:1")), (NVIDIA,), LEASED, _spec(), _config(),

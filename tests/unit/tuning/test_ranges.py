@@ -1,17 +1,23 @@
 """The one check of asked settings against the GPUs' own ranges (tuning/backends.check_ranges over each vendor's
-backend `check`), against the simulator's stub NVML, stub amd-smi and amdgpu sysfs files; and the backends' `set`
-making it again, last, for a value asked but never for an original given back."""
+backend `check`), against the simulator's stub NVML, stub amd-smi and amdgpu sysfs files; the prestart hook's
+acquire making it again, last, for a value asked but never for an original given back; and the memo of what a GPU
+took under its driver (tuning/backends.py)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from gpuhook.errors import TuningError
+from gpuhook.host.processes import start_time
 from gpuhook.host.root import Root
-from gpuhook.tuning.backends import BackendSet, check_ranges
+from gpuhook.tuning import ledger, session
+from gpuhook.tuning.backends import MEMO, BackendSet, check_ranges
 from gpuhook.vendors.contract import Setting
 from gpuhook.vendors.discover import discover
 
@@ -105,14 +111,63 @@ def test_the_first_setting_the_gpu_cannot_take_is_named(fake_host: FakeHost, tmp
     ({"amd": 1, "amdsmi": True}, "amd", "power_cap", "5000000000", "5000 W refused"),
     ({"amd": 1, "amdsmi": False}, "amd", "sclk", "5000-5000", "5000 MHz refused"),
 ], ids=["nvml clocks", "nvml fan", "amdsmi power", "sysfs clocks"])
-def test_set_checks_last(fake_host: FakeHost, tmp_path: Path, host: dict[str, object], vendor: str, name: str,
-                         value: str, said: str) -> None:
-    """The prestart hook's guard: a backend's set refuses the value asked before it writes anything."""
+def test_acquire_checks_last(fake_host: FakeHost, tmp_path: Path, host: dict[str, object], vendor: str, name: str,
+                             value: str, said: str) -> None:
+    """The prestart hook's guard: acquire checks the value asked right before it writes, and writes nothing (the
+    ledger holds nothing after) where the GPU cannot take it."""
     root = fake_host(**host)
     s = _setting(root, vendor, name, value)
-    with BackendSet(Root(root), str(tmp_path)) as backends, pytest.raises(TuningError, match=said):
-        backends(vendor).set(s, value)
+    me = session.Holder("me", os.getpid(), start_time(os.getpid()))
+    with BackendSet(Root(root), str(tmp_path), {vendor: "1.0"}) as backends, pytest.raises(TuningError, match=said):
+        session.acquire(str(tmp_path), me, [s], [], backends)
     assert not [c for c in _log(root, "nvml") + _log(root, "amdsmi") if c.startswith("set-")]
+    assert ledger.load(str(tmp_path / ledger.NAME))["settings"] == {}
+    assert not (tmp_path / MEMO).exists()  # a refusal is never remembered
+
+
+def _inits(host: str) -> int:
+    path = Path(host) / "var/lib/gpuhook-sim/nvml.inits"
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def test_a_value_a_gpu_took_is_not_checked_again_under_its_driver(fake_host: FakeHost, tmp_path: Path) -> None:
+    """The shim's check remembers what the GPU took (in this process and in state_dir/ranges.json): the same value
+    on the same GPU under the same driver opens no NVML session, in this process or another; another value, another
+    driver version or no version known (nothing to key it by) is checked through NVML again."""
+    root = fake_host(nvidia=1)
+    s = _setting(root, "nvidia", "clocks", "345-1980")
+    check_ranges(Root(root), str(tmp_path), [s], {"nvidia": "550.1"})
+    assert _inits(root) == 1
+    check_ranges(Root(root), str(tmp_path), [s], {"nvidia": "550.1"})
+    assert _inits(root) == 1
+    code = ("import sys; from gpuhook.host.root import Root; from gpuhook.tuning.backends import check_ranges; "
+            "from gpuhook.vendors.contract import Setting; a = sys.argv[1:]; "
+            "s = Setting(vendor=a[2], gpu=a[3], index=int(a[4]), pci=a[5], device=a[6], name=a[7], value=a[8]); "
+            "check_ranges(Root(a[0]), a[1], [s], {'nvidia': '550.1'})")
+    subprocess.run([sys.executable, "-c", code, root, str(tmp_path), s.vendor, s.gpu, str(s.index), s.pci, s.device,
+                    s.name, s.value], check=True)
+    assert _inits(root) == 1  # another process: from ranges.json
+    other = _setting(root, "nvidia", "clocks", "400-1500")
+    for again, drivers in [(other, {"nvidia": "550.1"}), (s, {"nvidia": "560.2"}), (s, None)]:
+        check_ranges(Root(root), str(tmp_path), [again], drivers)
+    assert _inits(root) == 4
+
+
+def test_a_remembered_value_is_refused_where_it_is_not_remembered(fake_host: FakeHost, tmp_path: Path) -> None:
+    """ranges.json that is not a list of strings, a link, or too large is no memo: the value is checked."""
+    root = fake_host(nvidia=1)
+    s = _setting(root, "nvidia", "clocks", "5000-5000")
+    memo = tmp_path / MEMO
+    for bad in ("{}", "[1, 2]", "not json"):
+        memo.write_text(bad)
+        with pytest.raises(TuningError, match="5000 MHz refused"):
+            check_ranges(Root(root), str(tmp_path), [s], {"nvidia": "x"})
+    memo.unlink()
+    target = tmp_path / "elsewhere.json"
+    target.write_text(f'["nvidia\\t{s.gpu}\\tx\\tclocks\\t5000-5000"]')
+    memo.symlink_to(target)
+    with pytest.raises(TuningError, match="5000 MHz refused"):
+        check_ranges(Root(root), str(tmp_path), [s], {"nvidia": "x"})
 
 
 def test_an_original_given_back_is_not_checked(fake_host: FakeHost, tmp_path: Path) -> None:

@@ -211,7 +211,9 @@ def test_the_ledger_file_never_disappears_while_it_is_rewritten(tmp_path: Path) 
     stop.set()
     watcher.join()
     assert missing == []
-    assert json.loads((tmp_path / "ledger.json.prev").read_text())["seq"] == 298
+    assert json.loads((tmp_path / "ledger.json.prev").read_text())["seq"] == 299  # a copy of the last good one
+    (tmp_path / "ledger.json").write_text("{trunc")  # damaged in place: the copy is not the same file
+    assert json.loads((tmp_path / "ledger.json.prev").read_text())["seq"] == 299
 
 
 @pytest.mark.parametrize("state", [
@@ -277,22 +279,139 @@ def test_the_same_id_under_two_engines_is_two_containers(fake_host: FakeHost, tm
     assert ledger.load(str(tmp_path / "ledger.json")) == {**ledger.empty(), "seq": 2}
 
 
-def test_a_power_cap_beyond_the_gpus_maximum_is_refused_not_written(fake_host: FakeHost) -> None:
-    from gpuhook.vendors.amd import vendor as amd
-    from gpuhook.vendors.amd.backends import SysfsBackend
-
+def test_a_power_cap_beyond_the_gpus_maximum_is_refused_not_written(fake_host: FakeHost, tmp_path: Path) -> None:
     host = fake_host(amd=1, amdsmi=False)
     cap = Path(host) / "sys/devices/pci0000:00/0000:80:00.0/hwmon/hwmon0/power1_cap"
     s = Setting(vendor="amd", gpu="0x5a1e000000000000", index=0, pci="0000:80:00.0", device="", name="power_cap",
                 value="900000000")
-    with pytest.raises(TuningError, match="takes a power cap of 100-750 W"):
-        SysfsBackend(Root(host), amd.discover).set(s, "900000000")
+    with BackendSet(Root(host), str(tmp_path)) as b, pytest.raises(TuningError, match="takes a power cap of 100-750 W"):
+        session.acquire(str(tmp_path), ME, [s], [], b)
     assert cap.read_text().strip() == "300000000"
+    assert ledger.load(str(tmp_path / "ledger.json"))["settings"] == {}
 
 
-def test_a_power_limit_outside_the_boards_range_is_refused_not_sent(fake_host: FakeHost) -> None:
+def test_a_power_limit_outside_the_boards_range_is_refused_not_sent(fake_host: FakeHost, tmp_path: Path) -> None:
     host = fake_host(nvidia=1)
     g = discover(Root(host)).vendor("nvidia").gpus[0]  # type: ignore[union-attr]
     s = Setting(vendor="nvidia", gpu=g.uuid, index=0, pci=g.pci, device=g.uuid, name="power_limit", value="900000")
-    with BackendSet(Root(host), "/nonexistent") as b, pytest.raises(TuningError, match="100-700 W: 900 W refused"):
-        b("nvidia").set(s, "900000")
+    with BackendSet(Root(host), str(tmp_path)) as b, pytest.raises(TuningError, match="100-700 W: 900 W refused"):
+        session.acquire(str(tmp_path), ME, [s], [], b)
+    log = Path(host) / "var/lib/gpuhook-sim/nvml.log"
+    assert not log.exists() or "set-power" not in log.read_text()  # never sent
+    assert ledger.load(str(tmp_path / "ledger.json"))["settings"] == {}
+
+
+def _power(host: str, index: int, value: str) -> Setting:
+    c = _clock(host, index, "x")
+    return Setting(vendor=c.vendor, gpu=c.gpu, index=c.index, pci=c.pci, device=c.device, name="power_limit",
+                   value=value)
+
+
+def test_one_ledger_write_and_one_nvml_session_per_call(fake_host: FakeHost, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """acquire and release read and write the ledger once each, whatever the settings, and bind NVML once (no session
+    per GPU or per setting); a release of a container holding nothing writes nothing."""
+    host = fake_host(nvidia=2)
+    inits = Path(f"{host}/var/lib/gpuhook-sim/nvml.inits")
+    saves: list[int] = []
+    real_save = ledger.save
+    monkeypatch.setattr(ledger, "save", lambda d, s: (saves.append(1), real_save(d, s)))
+    asked = [_clock(host, 0, "1500-1500"), _power(host, 0, "400000"), _clock(host, 1, "1500-1500"),
+             _power(host, 1, "400000")]
+    with BackendSet(Root(host), str(tmp_path)) as b:
+        session.acquire(str(tmp_path), ME, asked, [], b)
+    assert len(saves) == 1 and len(inits.read_text().splitlines()) == 1
+    assert [s[:3] for s in _nv_state(host).values()] == [[1500, 1500, 400000]] * 2
+    with BackendSet(Root(host), str(tmp_path)) as b:
+        assert session.release(str(tmp_path), "nobody", b) == []
+    assert len(saves) == 1 and len(inits.read_text().splitlines()) == 1  # nothing held: nothing written or bound
+    with BackendSet(Root(host), str(tmp_path)) as b:
+        assert session.release(str(tmp_path), "me", b) == []
+    assert len(saves) == 2 and len(inits.read_text().splitlines()) == 2
+    assert [s[:3] for s in _nv_state(host).values()] == [[0, 0, 700000]] * 2
+
+
+def test_joining_a_held_setting_binds_no_backend(fake_host: FakeHost, tmp_path: Path) -> None:
+    """A second container asking what the GPU already holds for another joins it in the ledger: no NVML session, no
+    write to the GPU; the setting is restored only after the last holder leaves."""
+    host = fake_host(nvidia=1)
+    inits = Path(f"{host}/var/lib/gpuhook-sim/nvml.inits")
+    other = session.Holder("other", os.getppid(), start_time(os.getppid()))
+    with BackendSet(Root(host), str(tmp_path)) as b:
+        session.acquire(str(tmp_path), ME, [_clock(host, 0, "1500-1500")], [], b)
+    with BackendSet(Root(host), str(tmp_path)) as b:
+        session.acquire(str(tmp_path), other, [_clock(host, 0, "1500-1500")], [], b)
+    assert len(inits.read_text().splitlines()) == 1
+    with BackendSet(Root(host), str(tmp_path)) as b:
+        session.release(str(tmp_path), "me", b)
+    assert len(inits.read_text().splitlines()) == 1 and _nv_state(host)[0][:2] == [1500, 1500]
+    with BackendSet(Root(host), str(tmp_path)) as b:
+        session.release(str(tmp_path), "other", b)
+    assert _nv_state(host)[0][:2] == [0, 0]
+
+
+def test_a_value_the_gpu_already_has_is_not_written(fake_host: FakeHost, tmp_path: Path) -> None:
+    """STYLE rule 4: the power limit asked is the GPU's own: recorded (its holder restores nothing), never written."""
+    host = fake_host(nvidia=1)
+    with BackendSet(Root(host), str(tmp_path)) as b:
+        session.acquire(str(tmp_path), ME, [_power(host, 0, "700000")], [], b)
+        assert ledger.load(str(tmp_path / "ledger.json"))["settings"]
+        session.release(str(tmp_path), "me", b)
+    log = Path(f"{host}/var/lib/gpuhook-sim/nvml.log")
+    assert not log.exists() or log.read_text() == ""
+
+
+def test_a_failed_write_restores_it_and_drops_what_was_never_written(fake_host: FakeHost, tmp_path: Path) -> None:
+    """The second of three settings fails: the first is restored, the failed one too (it may have changed half-way),
+    the third was never written and is not written now; the ledger holds nothing after."""
+    host = fake_host(nvidia=3)
+    Path(f"{host}/var/lib/gpuhook-sim/nvml.fail").write_text("1 clocks\n")
+    with BackendSet(Root(host), str(tmp_path)) as b, pytest.raises(TuningError, match="rolled back"):
+        session.acquire(str(tmp_path), ME, [_clock(host, i, "1500-1500") for i in range(3)], [], b)
+    log = [ln.split()[:2] for ln in Path(f"{host}/var/lib/gpuhook-sim/nvml.log").read_text().splitlines()]
+    assert ["set-clocks", "2"] not in log and ["reset-clocks", "2"] not in log
+    assert log[0] == ["set-clocks", "0"] and ["reset-clocks", "0"] in log
+    assert ledger.load(str(tmp_path / "ledger.json"))["settings"] == {}
+
+
+def test_join_only_where_every_setting_is_held_at_its_value(fake_host: FakeHost, tmp_path: Path) -> None:
+    """The shim's join: True (and the holder recorded, with runc's state directory) only where each setting is held
+    already at exactly the value by a live container and no live lease is on its GPU; else nothing is written."""
+    host = fake_host(nvidia=2)
+    runc = tmp_path / "runc"
+    shim = session.Holder("joined", os.getpid(), ME.start, str(runc))
+    assert not session.join(str(tmp_path), shim, [_clock(host, 0, "1500-1500")])  # nothing held
+    assert not (tmp_path / "ledger.json").exists()
+    with BackendSet(Root(host), str(tmp_path)) as b:
+        session.acquire(str(tmp_path), ME, [_clock(host, 0, "1500-1500")], [], b)
+    written = (tmp_path / "ledger.json").read_text()
+    for asked in ([_clock(host, 0, "900-900")], [_clock(host, 0, "1500-1500"), _clock(host, 1, "1500-1500")]):
+        assert not session.join(str(tmp_path), shim, asked)
+        assert (tmp_path / "ledger.json").read_text() == written
+    assert session.join(str(tmp_path), shim, [_clock(host, 0, "1500-1500")])
+    holders = ledger.load(str(tmp_path / "ledger.json"))["settings"][_clock(host, 0, "x").key]["holders"]
+    assert holders[1] == {"id": "joined", "pid": os.getpid(), "start": ME.start, "root": str(runc)}
+    inits = Path(f"{host}/var/lib/gpuhook-sim/nvml.inits").read_text().splitlines()
+    assert len(inits) == 1  # joining binds nothing
+
+
+def test_a_joined_holder_lives_while_runc_keeps_its_state(fake_host: FakeHost, tmp_path: Path) -> None:
+    """A holder the shim joined is alive while the process that execs runc is, then while runc's state.json is
+    there: the setting stays when the first holder leaves, and goes with the state (the poststop of either, or the
+    sweep of a release, finds it gone)."""
+    host = fake_host(nvidia=1)
+    runc = tmp_path / "runc"
+    (runc / "joined").mkdir(parents=True)
+    gone = _dead_holder("x")
+    joined = session.Holder("joined", gone.pid, gone.start, str(runc))
+    with BackendSet(Root(host), str(tmp_path)) as b:
+        session.acquire(str(tmp_path), ME, [_clock(host, 0, "1500-1500")], [], b)
+        assert session.join(str(tmp_path), joined, [_clock(host, 0, "1500-1500")])
+        (runc / "joined" / "state.json").write_text("{}")
+        session.release(str(tmp_path), "me", b)
+        assert _nv_state(host)[0][:2] == [1500, 1500]  # the joined container's state is there: it holds
+        session.acquire(str(tmp_path), ME, [_clock(host, 0, "1500-1500")], [], b)
+        (runc / "joined" / "state.json").unlink()  # runc removed it (runc never made it, or deleted it)
+        session.release(str(tmp_path), "me", b)
+    assert _nv_state(host)[0][:2] == [0, 0]
+    assert ledger.load(str(tmp_path / "ledger.json"))["settings"] == {}

@@ -119,16 +119,16 @@ def run(config: Config, api: ApiServer, node: str, driver: str, plugins_dir: str
 
 
 def _hooks(here: str, node_bin_dir: str) -> tuple[str, str, str]:
-    """The programs the CDI specs run (the hook's native front end, gpuhook, the native linker-cache refresh, ""
-    where not built): this build's, named in `node_bin_dir` where the node has it elsewhere (the installer copied
-    this very build there, so what is built here is built there)."""
+    """The programs the CDI specs run (the hook's native front end, gpuhook, and the front end again as the
+    linker cache's hook, "" where not built): this build's, named in `node_bin_dir` where the node has it elsewhere
+    (the installer copied this very build there, so what is built here is built there)."""
     from gpuhook.proc import beside
 
     there = node_bin_dir or here
     gpuhook_bin = os.path.join(there, "gpuhook")
-    hook = os.path.join(there, "gpuhook-hook") if beside(here, "gpuhook-hook") else gpuhook_bin
-    helper = os.path.join(there, "gpuhook-createhook") if beside(here, "gpuhook-createhook") else ""
-    return hook, gpuhook_bin, helper
+    native = beside(here, "gpuhook-hook")
+    hook = os.path.join(there, "gpuhook-hook") if native else gpuhook_bin
+    return hook, gpuhook_bin, hook if native else ""
 
 
 def _layout(inventory: Inventory) -> tuple[Any, ...]:

@@ -80,11 +80,9 @@ class AmdSmiBackend:
             raise TuningError(f"amd-smi cannot read {s.name} of GPU {s.index} ({s.pci}): {e}") from e
 
     def set(self, s: Setting, value: str) -> None:
-        """Apply a value, the value asked (`s.value`) checked first; the clock range's 'default' comes back with the
-        performance level's restore."""
+        """Apply a value (a value asked checked first, by the caller: tuning/backends.BackendSet.check); the clock
+        range's 'default' comes back with the performance level's restore."""
         _, setter = _pair(self._pairs, s, "amd-smi")
-        if value == s.value:
-            self.check(s)
         try:
             setter(s, value)
         except self._error as e:
@@ -156,11 +154,9 @@ class SysfsBackend:
         return getter(s)
 
     def set(self, s: Setting, value: str) -> None:
-        """Write a value, the value asked (`s.value`) checked first; sclk writes the indices of the DPM levels
-        inside the range (manual level needed)."""
+        """Write a value (a value asked checked first, by the caller: tuning/backends.BackendSet.check); sclk writes
+        the indices of the DPM levels inside the range (manual level needed)."""
         _, setter = _pair(self._pairs, s, "amdgpu's sysfs")
-        if value == s.value:
-            self.check(s)
         setter(s, value)
 
     def check(self, s: Setting) -> None:

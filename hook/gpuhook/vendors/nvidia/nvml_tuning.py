@@ -62,11 +62,9 @@ class NvmlBackend:
             raise TuningError(f"NVML cannot read {s.name} of GPU {s.index} ({s.gpu}): {e}") from e
 
     def set(self, s: Setting, value: str) -> None:
-        """Apply a value on the host GPU; the value asked (`s.value`, not an original given back) is checked first,
-        the last guard of `check`."""
+        """Apply a value on the host GPU (the caller checked a value asked first: tuning/backends.BackendSet.check,
+        the last guard)."""
         _, setter = self._pair(s)
-        if value == s.value:
-            self.check(s)
         try:
             setter(s, value)
         except self._error as e:

@@ -93,16 +93,19 @@ def repartition(root: Root, gpu: Gpu, layout: dict[str, object], dry_run: bool =
 
 
 def backend(root: Root, state_dir: str) -> Backend:
-    """NVML, bound to the host root's own libnvidia-ml; the host's nvidia-cuda-mps-control for MPS (the daemons
-    it starts recorded in `state_dir`)."""
+    """NVML, bound to the host root's own libnvidia-ml (of the loaded driver: its version and the driver's files,
+    not a discovery of every GPU); the host's nvidia-cuda-mps-control for MPS (the daemons it starts recorded in
+    `state_dir`)."""
     from gpuhook.errors import GpuhookError, TuningError
+    from gpuhook.vendors.nvidia.files import driver_files
     from gpuhook.vendors.nvidia.nvml_tuning import NvmlBackend
+    from gpuhook.vendors.nvidia.vendor import driver_version
 
-    inv = discover(root)
-    lib = nvml_library(inv)
+    found = driver_files(root, driver_version(root))
+    lib = next((f.source for f in found if os.path.basename(f.source).startswith("libnvidia-ml.so.")), None)
     if lib is None:
         raise TuningError(f"no libnvidia-ml under {root.base}: NVIDIA tuning needs the driver's NVML")
-    control = next((f.source for f in (inv.files if inv else ()) if f.kind == "bin"
+    control = next((f.source for f in found if f.kind == "bin"
                     and os.path.basename(f.source) == "nvidia-cuda-mps-control"), None)
     try:
         return NvmlBackend(root.lexical(lib), root.lexical(control) if control else "", state_dir)

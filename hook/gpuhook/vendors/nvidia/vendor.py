@@ -40,7 +40,7 @@ def discover(root: Root) -> VendorInventory | None:
     """NVIDIA driver, GPUs (in PCI order, as NVML numbers them), nodes and files; None without the driver."""
     if not root.exists(f"{_PROC}/version") and not root.exists(f"{_PROC}/gpus"):
         return None
-    version = _driver_version(root)
+    version = driver_version(root)
     infos = [_read_information(root, bdf) for bdf in root.listdir(f"{_PROC}/gpus")]
     infos.sort(key=lambda i: i["Bus Location"])
     gpus = []
@@ -130,8 +130,9 @@ def _on_host(host_base: str, path: str) -> str:
     return path if host_base == "/" else host_base.rstrip("/") + path
 
 
-def _driver_version(root: Root) -> str | None:
-    """The first version-like word of the NVRM line (closed and open kernel modules word it differently)."""
+def driver_version(root: Root) -> str | None:
+    """The loaded driver's version: the first version-like word of the NVRM line (closed and open kernel modules word
+    it differently); None without one. Reads one procfs file."""
     try:
         words = root.read_text(f"{_PROC}/version").split("\n", 1)[0].split()
     except OSError:
