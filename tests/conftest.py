@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -75,3 +78,23 @@ def require_for_tier(items: list[pytest.Item], tier: str, tools: tuple[str, ...]
     for item in items:
         if f"tests/{tier}/" in str(item.fspath):
             item.add_marker(pytest.mark.skip(reason=why))
+
+
+_background: list[subprocess.Popen[bytes]] = []
+
+
+def build_in_background(script: str, log: str) -> None:
+    """Run `script` (bash) at the lowest priority beside the tiers, its output in the temporary directory's `log`:
+    components a tier needs later, built meanwhile (stopped at the session's end: what it finished stays cached)."""
+    with open(os.path.join(tempfile.gettempdir(), log), "wb") as out:
+        _background.append(subprocess.Popen(["nice", "-n", "19", "bash", "-c", script], stdout=out,
+                                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            start_new_session=True))
+
+
+def pytest_sessionfinish() -> None:
+    """The background builds, stopped if they are still going."""
+    for proc in _background:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait()

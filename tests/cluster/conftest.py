@@ -6,41 +6,28 @@ so that the cluster tier finds them built or half-built."""
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import tempfile
 
 import pytest
 
 from tests.e2e.conftest import _launchers, base_rootfs  # noqa: F401 (fixtures this tier shares)
 
-from ..conftest import require_for_tier
+from ..conftest import build_in_background, require_for_tier
 from .node import KUBERNETES, REPO
 
-_prebuild: list[subprocess.Popen[bytes]] = []
+_prebuilt: list[bool] = []
 
 
 @pytest.hookimpl(trylast=True)  # after -k and -m have deselected: what is left is what will run
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     require_for_tier(items, "cluster", ("go", "containerd", "ctr", "unshare", "nsenter", "runc", "cc", "openssl"))
     ours = [i for i in items if "tests/cluster/" in str(i.fspath) and not i.get_closest_marker("skip")]
-    if ours and not _prebuild and not config.option.collectonly:
+    if ours and not _prebuilt and not config.option.collectonly:
         versions = sorted({str(i.callspec.params.get("kube_version", KUBERNETES)) for i in ours
                            if hasattr(i, "callspec")} - {KUBERNETES})
         build = f"bash {REPO}/tools/components/build.sh"
-        script = " && ".join([build, *(f"{build} {v}" for v in versions)])
-        with open(os.path.join(tempfile.gettempdir(), "gpuhook-components-prebuild.log"), "wb") as log:
-            _prebuild.append(subprocess.Popen(["nice", "-n", "19", "bash", "-c", script], stdout=log,
-                                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                              start_new_session=True))
-
-
-def pytest_sessionfinish() -> None:
-    """The background build, stopped if it is still going (what it finished stays in the cache)."""
-    for proc in _prebuild:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait()
+        build_in_background(" && ".join([build, *(f"{build} {v}" for v in versions)]),
+                            "gpuhook-components-prebuild.log")
+        _prebuilt.append(True)
 
 
 @pytest.fixture(scope="module")

@@ -5,11 +5,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import sysconfig
-import tempfile
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -21,7 +19,7 @@ import pytest
 from gpuhook.testing.bundle import make_bundle, make_rootfs, oci_config
 from gpuhook.testing.simulate import HostSpec, build_host
 
-from ..conftest import require_for_tier
+from ..conftest import build_in_background, require_for_tier
 
 REPO = Path(__file__).parents[2]
 HOOK_DIR = str(REPO / "hook")
@@ -62,7 +60,6 @@ def runtime_env(runtime: str) -> dict[str, str]:
     return {"LD_PRELOAD": build("memlock.c", "memlock.so", soname="memlock.so", libs=("-ldl",))}
 
 
-_prebuild: list[subprocess.Popen[bytes]] = []
 _BUILT_LATE = "tests/e2e/test_docker_modern.py"  # Docker 28 and 29 from their modules: ~15 CPU-minutes cold
 
 
@@ -76,21 +73,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     rest = [i for i in items if _BUILT_LATE not in str(i.fspath)]
     last = max((n for n, i in enumerate(rest) if "tests/e2e/" in str(i.fspath)), default=len(rest) - 1)
     items[:] = [*rest[:last + 1], *late, *rest[last + 1:]]
-    if not _prebuild and not config.option.collectonly:
+    if not config.option.collectonly:
         build = f"bash {REPO}/tools/components/build.sh"
-        with open(os.path.join(tempfile.gettempdir(), "gpuhook-docker-prebuild.log"), "wb") as log:
-            _prebuild.append(subprocess.Popen(["nice", "-n", "19", "bash", "-c",
-                                               f"{build} docker-29 && {build} docker-28"], stdout=log,
-                                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                              start_new_session=True))
-
-
-def pytest_sessionfinish() -> None:
-    """The background build, stopped if it is still going (what it finished stays in the cache)."""
-    for proc in _prebuild:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait()
+        build_in_background(f"{build} docker-29 && {build} docker-28", "gpuhook-docker-prebuild.log")
 
 
 @pytest.fixture(scope="session")

@@ -143,7 +143,7 @@ def _bench(args: argparse.Namespace, work: Path) -> None:
             variants += _cdi_variants(engines, work, gpuhook, args, notes)
         if args.only:
             variants = [v for v in variants if v.name == BASELINE or any(t in v.name for t in args.only)]
-        if any(v.name.startswith(WARM) for v in variants):
+        if any(v.name.startswith(WARM) for v in variants) or (args.cdi and args.warm != "off"):  # CDI's hook
             start_warm(work, work / "config8.toml", Path(args.installed) if args.installed else work / "bin")
         _measure(variants, modes, work, notes, args)
 
@@ -175,7 +175,8 @@ def _cdi_variants(engines: contextlib.ExitStack, work: Path, gpuhook: str, args:
     """The CDI path's rows (cdi_engines.py) on gpuhook's specs of the 8-GPU host, each engine started in
     `engines` (stopped when it closes); notes on an engine left out."""
     specs = work / "cdi-engines"
-    problem = cdi_engines.write_specs(gpuhook, work / "config8.toml", specs)
+    warm = str(work / "warm.sock") if args.warm != "off" else ""  # where the spec's hook finds the helper
+    problem = cdi_engines.write_specs(gpuhook, work / "config8.toml", specs, warm)
     if problem:
         notes.append(f"dropped the CDI rows: {problem}")
         return []

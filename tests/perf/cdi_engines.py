@@ -15,6 +15,7 @@ Not part of the test run (tests/installed/test_perf_tools.py runs them for two r
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -37,17 +38,25 @@ Sampler = Callable[[], float]  # one timed sample, in seconds; raises RuntimeErr
 Row = tuple[str, list[str], Sampler]  # name, what runs it (for the table), the sampler
 
 
-def write_specs(gpuhook: str, config: Path, specs: Path) -> str | None:
+def write_specs(gpuhook: str, config: Path, specs: Path, warm_socket: str = "") -> str | None:
     """gpuhook's CDI specs of the config's host, NVIDIA's and AMD's, into `specs` (cdiVersion as `gpuhook cdi
-    generate` picks it for this host's engines); what went wrong, or None. Runs gpuhook."""
+    generate` picks it for this host's engines), their hooks told the benchmark's warm helper (`warm_socket`; on a
+    host they find it at its default socket); what went wrong, or None. Runs gpuhook."""
     specs.mkdir(parents=True, exist_ok=True)
     for vendor in DEVICES:
-        done = subprocess.run([gpuhook, "cdi", "generate", "--vendor", vendor, "--output",
-                               str(specs / f"gpuhook-{vendor}.json")],
+        path = specs / f"gpuhook-{vendor}.json"
+        done = subprocess.run([gpuhook, "cdi", "generate", "--vendor", vendor, "--output", str(path)],
                               env={"PATH": os.environ["PATH"], "GPUHOOK_CONFIG": str(config)},
                               capture_output=True, text=True, check=False, timeout=120)
         if done.returncode != 0:
             return f"gpuhook cdi generate --vendor {vendor} failed: {done.stderr.strip()[-300:]}"
+        if warm_socket:
+            spec = json.loads(path.read_text())
+            for edits in [spec.get("containerEdits") or {}, *((d.get("containerEdits") or {})
+                                                              for d in spec.get("devices") or [])]:
+                for hook in edits.get("hooks") or []:
+                    hook["env"] = [*hook.get("env", []), f"GPUHOOK_WARM_SOCKET={warm_socket}"]
+            path.write_text(json.dumps(spec, indent=2))
     return None
 
 
