@@ -143,7 +143,7 @@ def _bench(args: argparse.Namespace, work: Path) -> None:
             variants += _cdi_variants(engines, work, gpuhook, args, notes)
         if args.only:
             variants = [v for v in variants if v.name == BASELINE or any(t in v.name for t in args.only)]
-        if any(v.name.startswith(WARM) for v in variants) or (args.cdi and args.warm != "off"):  # CDI's hook
+        if any(v.name.startswith((WARM, "NVIDIA's runtime")) for v in variants) or (args.cdi and args.warm != "off"):
             start_warm(work, work / "config8.toml", Path(args.installed) if args.installed else work / "bin")
         _measure(variants, modes, work, notes, args)
 
@@ -484,6 +484,7 @@ def _cdi_spec(work: Path, gpuhook: str, config: Path) -> str | None:
                           capture_output=True, text=True, check=False)
     if done.returncode != 0:
         return f"gpuhook cdi generate failed: {done.stderr.strip()}"
+    cdi_engines.tell_warm(output, str(work / "warm.sock"))  # its hook takes the direct path while none runs
     return None
 
 

@@ -51,13 +51,19 @@ def write_specs(gpuhook: str, config: Path, specs: Path, warm_socket: str = "") 
         if done.returncode != 0:
             return f"gpuhook cdi generate --vendor {vendor} failed: {done.stderr.strip()[-300:]}"
         if warm_socket:
-            spec = json.loads(path.read_text())
-            for edits in [spec.get("containerEdits") or {}, *((d.get("containerEdits") or {})
-                                                              for d in spec.get("devices") or [])]:
-                for hook in edits.get("hooks") or []:
-                    hook["env"] = [*hook.get("env", []), f"GPUHOOK_WARM_SOCKET={warm_socket}"]
-            path.write_text(json.dumps(spec, indent=2))
+            tell_warm(path, warm_socket)
     return None
+
+
+def tell_warm(path: Path, socket: str) -> None:
+    """The hooks of gpuhook's CDI spec at `path` told the benchmark's warm helper at `socket` (a host's hooks find
+    it at its default socket). Rewrites the file."""
+    spec = json.loads(path.read_text())
+    devices = spec.get("devices") or []
+    for edits in [spec.get("containerEdits") or {}, *((d.get("containerEdits") or {}) for d in devices)]:
+        for hook in edits.get("hooks") or []:
+            hook["env"] = [*hook.get("env", []), f"GPUHOOK_WARM_SOCKET={socket}"]
+    path.write_text(json.dumps(spec, indent=2))
 
 
 @contextlib.contextmanager
