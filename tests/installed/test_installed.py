@@ -26,14 +26,17 @@ ENTRY_POINTS = ("gpuhook-runtime", "gpuhook-runtime-py", "gpuhook-createhook", "
 NVIDIA = {"gpuhook.dev/gpus": "1", "gpuhook.dev/vendor": "nvidia"}
 AMD = {"gpuhook.dev/gpus": "1", "gpuhook.dev/vendor": "amd"}
 # Which of the product's executables each flavour runs for a container asking for GPUs, through the shim:
-# the native front end hands the work to Python (native, deb) or to a warm worker; the createContainer hook is the
-# native helper, or the Python hook that stands in for it (python: no native front end at all).
-GPU_PATH = {"native": {"gpuhook-runtime", "gpuhook-runtime-py", "gpuhook-createhook"},
-            "warm": {"gpuhook-runtime", "gpuhook-createhook"},
-            "python": {"gpuhook-runtime", "gpuhook"},
-            "deb": {"gpuhook-runtime", "gpuhook-runtime-py", "gpuhook-createhook"},
-            "rpm": {"gpuhook-runtime", "gpuhook-runtime-py", "gpuhook-createhook"}}
+# the native front end hands the work to Python (native, deb) or to a warm worker (python: no native front end at
+# all); the shim writes the container's linker cache itself, so no hook of gpuhook's runs for it ...
+GPU_PATH = {"native": {"gpuhook-runtime", "gpuhook-runtime-py"},
+            "warm": {"gpuhook-runtime"},
+            "python": {"gpuhook-runtime"},
+            "deb": {"gpuhook-runtime", "gpuhook-runtime-py"},
+            "rpm": {"gpuhook-runtime", "gpuhook-runtime-py"}}
 GPU_PATH.update({"debian11": GPU_PATH["deb"], "debian13": GPU_PATH["deb"], "debian11-warm": GPU_PATH["warm"]})
+# ... but NVIDIA's procfs copy takes the createContainer hook (runc refuses spec mounts in /proc): the native
+# helper, or the host's sh per copy where it was not built
+PROCFS = {flavour: set() if flavour == "python" else {"gpuhook-createhook"} for flavour in GPU_PATH}
 # ... and for the hooks gpuhook writes (tuning, hooks.d): the native hook front end, and Python behind it unless warm
 HOOKS = {"native": {"gpuhook-hook", "gpuhook"}, "warm": {"gpuhook-hook"}, "python": {"gpuhook"},
          "deb": {"gpuhook-hook", "gpuhook"}, "rpm": {"gpuhook-hook", "gpuhook"}}
@@ -153,7 +156,7 @@ def test_nvidia_gpu(site: Site) -> None:
     nodes = [ln for ln in ran.out.splitlines() if ln.startswith("nvidia")]
     assert nodes == ["nvidia-uvm", "nvidia-uvm-tools", "nvidia1", "nvidiactl"]
     assert "dlopen libcuda.so.1 ok" in ran.out and "\n0\n" not in ran.out  # the linker cache lists it
-    assert ran.served == GPU_PATH[site.product.flavour]
+    assert ran.served == GPU_PATH[site.product.flavour] | PROCFS[site.product.flavour]
 
 
 def test_amd_gpu(site: Site) -> None:
@@ -162,11 +165,11 @@ def test_amd_gpu(site: Site) -> None:
     lines = ran.out.split()
     assert [x for x in lines if x.startswith(("renderD", "card"))] == ["card2", "renderD129"]
     assert "kfd" in lines
-    assert ran.served == GPU_PATH[site.product.flavour] - {"gpuhook-createhook", "gpuhook"}  # no driver files
+    assert ran.served == GPU_PATH[site.product.flavour]  # no procfs copy
 
 
 def test_host_rocm_in_the_linker_cache(site: Site) -> None:
-    """Issue 31: the Python refresh binds back directory mounts as the native helper does."""
+    """Issue 31: host ROCm's directory mounts are in the linker cache the shim writes, on every flavour."""
     ran = site.run("grep -c libamdhip64.so.6 /etc/ld.so.cache; ls /opt/rocm/lib",
                    {**AMD, "gpuhook.dev/host-rocm": "true"})
     assert ran.rc == 0, ran.err
@@ -180,7 +183,7 @@ def test_refusal(site: Site) -> None:
     said = [ln for ln in ran.err.splitlines() if ln.strip()]
     assert len(said) == 1 and "no NVIDIA GPU 7" in said[0], ran.err
     assert ran.spec_after == ran.spec_before
-    assert ran.served == GPU_PATH[site.product.flavour] - {"gpuhook-createhook", "gpuhook"}
+    assert ran.served == GPU_PATH[site.product.flavour]
 
 
 def test_clocks_applied_and_restored(site: Site) -> None:
@@ -192,7 +195,7 @@ def test_clocks_applied_and_restored(site: Site) -> None:
     assert ran.out.split() == ["1"]  # the procfs copy shows its one GPU
     calls = log.read_text()[len(start):].split("\n")
     assert [c.split()[0] for c in calls if c] == ["set-clocks", "reset-clocks"]
-    assert ran.served == GPU_PATH[site.product.flavour] | HOOKS[site.product.flavour]
+    assert ran.served == GPU_PATH[site.product.flavour] | PROCFS[site.product.flavour] | HOOKS[site.product.flavour]
 
 
 def test_hook_mode_as_podman_runs_it(site: Site) -> None:
