@@ -56,7 +56,16 @@ class Cluster:
             if "terminated" in states.get(container, {}):
                 assert list((self.node.d / "pod-logs").glob(f"default_{pod}_*/{container}/*.log")), \
                     f"{pod}/{container} ended without a log"
-                return printed(self.node.d, f"default_{pod}", container)
+                # the runtime may report the exit before its log writer has written the last lines: read until
+                # two reads a quarter second apart agree (3 s at most)
+                seen, settle = printed(self.node.d, f"default_{pod}", container), time.monotonic() + 3
+                while time.monotonic() < settle:
+                    time.sleep(0.25)
+                    again = printed(self.node.d, f"default_{pod}", container)
+                    if again == seen:
+                        break
+                    seen = again
+                return seen
             time.sleep(0.5)
         raise AssertionError(f"{pod}/{container} did not end: {json.dumps(self.status(pod))[:3000]}\n"
                              f"{self.node.kubelet_log.read_text()[-3000:]}\n{self.node.plugin_log.read_text()}")
