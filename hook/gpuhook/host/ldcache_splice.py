@@ -81,16 +81,8 @@ def _assemble(image_strings: bytes, raw: bytes, nlibs: int, removed: set[int], p
     (its old extension, unused, with them), the injected strings, the extension."""
     count = nlibs - len(removed) + len(places)
     shift = (count - nlibs) * w._ENTRY.size
-    extra = bytearray()
-    offsets: dict[str, int] = {}
-    base = w._HEADER.size + count * w._ENTRY.size + len(image_strings)
-
-    def intern(s: str) -> int:
-        found = offsets.get(s)
-        if found is None:
-            found = offsets[s] = base + len(extra)
-            extra.extend(s.encode("utf-8", "surrogateescape") + b"\0")
-        return found
+    table = w.Strings(w._HEADER.size + count * w._ENTRY.size + len(image_strings))
+    intern, extra = table.intern, table.data
 
     out = bytearray()
     done = 0

@@ -241,16 +241,8 @@ def build(entries: list[Entry]) -> bytes:
     directory (the generator, and the glibc-hwcaps names the entries use)."""
     names = sorted({e[5] for e in entries if e[5]})
     index = {n: i for i, n in enumerate(names)}
-    strings = bytearray()
-    offsets: dict[str, int] = {}
-    table_start = _HEADER.size + len(entries) * _ENTRY.size
-
-    def intern(s: str) -> int:
-        found = offsets.get(s)
-        if found is None:
-            found = offsets[s] = table_start + len(strings)
-            strings.extend(s.encode("utf-8", "surrogateescape") + b"\0")
-        return found
+    table = Strings(_HEADER.size + len(entries) * _ENTRY.size)
+    intern, strings = table.intern, table.data
 
     packed = bytearray()
     for flags, key, value, osversion, hwcap, name in entries:
@@ -259,6 +251,21 @@ def build(entries: list[Entry]) -> bytes:
         packed += _ENTRY.pack(flags, intern(key), intern(value), osversion, hwcap)
     hwcaps = [intern(n) for n in names]
     return finish(len(entries), bytes(packed), bytes(strings), hwcaps)
+
+
+class Strings:
+    """A string table being built: each string once, NUL-terminated, at file offsets from `base`."""
+
+    def __init__(self, base: int) -> None:
+        self.base, self.data, self._offsets = base, bytearray(), dict[str, int]()
+
+    def intern(self, s: str) -> int:
+        """The file offset of `s`, added where new."""
+        found = self._offsets.get(s)
+        if found is None:
+            found = self._offsets[s] = self.base + len(self.data)
+            self.data.extend(s.encode("utf-8", "surrogateescape") + b"\0")
+        return found
 
 
 def finish(count: int, packed: bytes, strings: bytes, hwcaps: list[int]) -> bytes:
