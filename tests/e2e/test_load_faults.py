@@ -32,7 +32,7 @@ from . import conftest
 from .test_tuning_runc import Tuned
 from .test_warm import Daemon
 
-SEED = 7
+SEED = int(os.environ.get("GPUHOOK_LOAD_SEED", "7"))  # another seed: GPUHOOK_LOAD_SEED
 WAVES, PER_WAVE = 12, 12
 NV = {"gpuhook.dev/vendor": "nvidia"}
 AMD = {"gpuhook.dev/vendor": "amd"}
@@ -265,7 +265,7 @@ def test_waves_of_containers_with_faults_leave_nothing_applied(tmp_path: Path, b
                         problems.append(f"{cid} ({kind}): {err[:200]}")
                     if (err.startswith("gpuhook-runtime:") and not unchanged
                             and "config.json was not changed" not in err):
-                        problems.append(f"{cid} ({kind}): refused by the shim but config.json changed")
+                        problems.append(f"{cid} ({kind}): refused by the shim but config.json changed: {err[:300]}")
                 seen = results / cid
                 if seen.exists():  # it ran: exactly its GPUs
                     got = {ln for ln in seen.read_text().splitlines() if ln.startswith("/dev/")}

@@ -874,15 +874,35 @@ main = _warm_test(main)
 '''
 
 
+# the copy of apply/spec.py: a warm worker that wrote config.json waits there when WARM_TEST_JUNK says so (the moment
+# a worker can die with the engine's spec edited and no answer given)
+JUNK_SPEC = '''
+
+def _warm_test_slow(real):
+    def write_atomic(*args, **kwargs):
+        import os, sys, time
+        real(*args, **kwargs)
+        if os.environ.get("WARM_TEST_JUNK") == "sleep after config.json" and "gpuhook.cli.warm_worker" in sys.modules:
+            time.sleep(30)
+    return write_atomic
+
+
+write_atomic = _warm_test_slow(write_atomic)
+'''
+
+
 @pytest.fixture(scope="module")
 def junk_site(tmp_path_factory: pytest.TempPathFactory, site: Site) -> Path:
-    """Launchers of a copy of the package whose hook reports what each call sees and leaves junk on request."""
+    """Launchers of a copy of the package whose hook reports what each call sees and leaves junk on request, and
+    whose shim waits after writing config.json on request."""
     tmp = tmp_path_factory.mktemp("junk")
     package = tmp / "pkg"
     shutil.copytree(Path(HOOK_DIR) / "gpuhook", package / "gpuhook", symlinks=True,
                     ignore=shutil.ignore_patterns("__pycache__"))
     with open(package / "gpuhook/cli/hook.py", "a") as f:
         f.write(JUNK_HOOK)
+    with open(package / "gpuhook/apply/spec.py", "a") as f:
+        f.write(JUNK_SPEC)
     (tmp / "state.json").write_text(json.dumps({"ociVersion": "1.0.2", "id": "warm-junk", "status": "stopped"}))
     (tmp / "cwd").mkdir()
     (tmp / "secret").write_text("a previous caller's file\n")
@@ -1011,3 +1031,66 @@ def test_killing_a_busy_worker_costs_only_its_call(site: Site, junk_site: Path,
         assert call.seen["pid"] != victim
     assert victim not in _children(d)
     assert len(_settled(d, 2)) == 2
+
+
+def _serving(daemon: Daemon, err: Path, seconds: float = 20) -> int:
+    """The worker whose stderr is `err` (the call it holds), once there is one."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for pid in _children(daemon):
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{pid}/fd/2") == str(err):
+                    return pid
+        time.sleep(0.01)
+    raise AssertionError(f"no worker of {daemon.sock} took the call")
+
+
+@pytest.mark.parametrize("then", ["refused", "started"])
+def test_a_worker_lost_after_editing_config_json_leaves_the_direct_path_the_engines_spec(
+        site: Site, junk_site: Path, own_daemon: Callable[..., Daemon], containers: Containers, tmp_path: Path,
+        then: str) -> None:
+    """A worker killed after it wrote config.json and before it answered: the native front end puts the engine's
+    bytes back before its direct path. Refused there (the config broken meanwhile): one line, and config.json is
+    byte for byte what the engine wrote (not the lost worker's edit). Or started: it sees exactly its GPU."""
+    d = own_daemon(bindir=junk_site)
+    _settled(d, 2)
+    config = tmp_path / "config.toml"
+    text = site.config.read_text()
+    config.write_text(text)
+    bundle = containers.bundle(NV0, SEE)
+    spec = bundle / "config.json"
+    before = spec.read_bytes()
+    err = tmp_path / "stderr"
+    cid = "w-" + uuid.uuid4().hex[:10]
+    containers.cids.append(cid)
+    env = {"PATH": os.environ["PATH"], "GPUHOOK_CONFIG": str(config), "GPUHOOK_WARM_SOCKET": str(d.sock),
+           "WARM_TEST_JUNK": "sleep after config.json"}
+    with open(err, "wb") as errors:
+        proc = subprocess.Popen([str(junk_site / "gpuhook-runtime"), "run", "--bundle", str(bundle), cid], env=env,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors)
+    try:
+        worker = _serving(d, err)
+        deadline = time.monotonic() + 20
+        while spec.read_bytes() == before and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert spec.read_bytes() != before, "the worker did not edit config.json"
+        if then == "refused":
+            config.write_text(text + 'state_dir = "/elsewhere"\n')  # a key twice: not TOML
+        os.kill(worker, signal.SIGKILL)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    said = err.read_text()
+    if then == "refused":
+        assert proc.returncode == 1, said
+        (line,) = said.splitlines()
+        assert line.startswith("gpuhook-runtime: ") and str(config) in line, said
+        assert spec.read_bytes() == before, "config.json kept the lost worker's edit"
+        assert not list(bundle.glob(".config.json.*")), "a temporary file was left in the bundle"
+    else:
+        _sees_its_gpu(Ran(proc.returncode, out.decode(), said, bundle, before, cid, tmp_path / "log", 0), "nvidia")
+        devices = [dev["path"] for dev in json.loads(spec.read_text())["linux"]["devices"]]
+        assert devices.count("/dev/nvidia0") == 1, devices
+    assert worker not in _children(d)

@@ -93,13 +93,15 @@ LEFT: list[tuple[str, Callable[[Path], Callable[[], object]], str]] = [
     ("a signal caught", lambda tmp: lambda: __import__("signal").signal(10, lambda *_: None), "SigCgt"),
     ("a signal blocked", lambda tmp: lambda: __import__("signal").pthread_sigmask(0, {12}), "SigBlk"),
     ("a child left running", lambda tmp: lambda: __import__("subprocess").Popen(["sleep", "5"]), "process"),
-    ("a descriptor of its own closed", lambda tmp: lambda: os.close(max(_own_fds())), "closed or replaced"),
+    ("a descriptor of its own closed", lambda tmp: _closes_its_own(tmp), "closed or replaced"),
 ]
 
 
-def _own_fds() -> list[int]:
-    """This process's descriptors past stdio: the worker's own, as Idle saw them."""
-    return [int(n) for n in os.listdir("/proc/self/fd") if int(n) > 2]
+def _closes_its_own(tmp: Path) -> Callable[[], object]:
+    """A call that closes a descriptor the worker held before the call (opened here, before Idle sees the process;
+    never one of Idle's own copies, which restore needs, nor a descriptor listing /proc/self/fd had open)."""
+    fd = os.open(tmp, os.O_PATH | os.O_DIRECTORY)
+    return lambda: os.close(fd)
 
 
 @pytest.mark.parametrize(("make", "word"), [c[1:] for c in LEFT], ids=[c[0] for c in LEFT])

@@ -1,13 +1,15 @@
 /* The client side of the warm helper (`gpuhook warm`, cli/warm.py): hand this process's call to a gpuhook
  * process that has already started Python and imported the GPU path, instead of starting one.
  *
- * Optional by design: any doubt returns WARM_DIRECT and the caller takes the direct path (execs Python),
- * which does exactly the same work. That is the answer when the socket is absent or refuses, when its server
- * is not root (SO_PEERCRED), when the call is too big, when no worker acknowledges within WARM_ACK_MS (a
- * stopped or swamped server never blocks a container, and holds none of its descriptors: they are sent only
- * after the acknowledgement), or when the worker ends without a result (it crashed; the work is idempotent). The worker gets this process's stdin, stdout, stderr and working directory as
- * descriptors (stdin may be a copy: a hook's state, kept for the direct path), its argv, environment and umask, and its pid from the kernel (SO_PEERCRED); it answers
- * "exit N" (the call is done) or "exec PATH" (run the runtime, in this very process).
+ * Optional by design: any doubt returns WARM_DIRECT and the caller takes the direct path (execs Python), which does
+ * exactly the same work. That is the answer when the socket is absent or refuses, when its server is not root
+ * (SO_PEERCRED), when the call is too big, when no worker acknowledges within WARM_ACK_MS (a stopped or swamped
+ * server never blocks a container, and holds none of its descriptors: they are sent only after the
+ * acknowledgement), or, as WARM_LOST, when the worker ends without a result (it crashed, or was killed: the work is
+ * idempotent, and the runtime's front end first puts back the config.json a lost worker may have edited). The worker
+ * gets this process's stdin, stdout, stderr and working directory as descriptors (stdin may be a copy: a hook's
+ * state, kept for the direct path), its argv, environment and umask, and its pid from the kernel (SO_PEERCRED); it
+ * answers "exit N" (the call is done) or "exec PATH" (run the runtime, in this very process).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -26,10 +28,11 @@
 #define WARM_ACK_MS 1000
 #define WARM_MAX (64 << 10)
 #define WARM_DIRECT (-1)
+#define WARM_LOST (-2) /* the call was handed over and its worker ended without an answer: it may have done some */
 
 extern char **environ;
 
-/* 0 and exit code in *code, or 1 and the runtime in exec_path, or WARM_DIRECT */
+/* 0 and exit code in *code, or 1 and the runtime in exec_path, or WARM_DIRECT, or WARM_LOST (then direct too) */
 static int warm_call(const char *kind, const char *exe, int argc, char **argv, int stdin_fd, int *code,
                      char *exec_path, size_t exec_len) {
     const char *path = getenv("GPUHOOK_WARM_SOCKET");
@@ -97,7 +100,7 @@ static int warm_call(const char *kind, const char *exe, int argc, char **argv, i
     ssize_t n;
     do n = recv(s, answer, sizeof answer - 1, 0); while (n < 0 && errno == EINTR);
     close(s);
-    if (n <= 0) return WARM_DIRECT; /* the worker ended without an answer */
+    if (n <= 0) return WARM_LOST; /* the worker ended without an answer */
     answer[n] = 0;
     if (strncmp(answer, "exit ", 5) == 0) {
         *code = atoi(answer + 5);
