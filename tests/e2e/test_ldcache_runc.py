@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -179,6 +180,43 @@ def test_a_read_only_root(host: str, image: Image, suite: str, tmp_path: Path) -
     (bound,) = [m for m in spec["mounts"] if m["destination"] == "/etc/ld.so.cache"]
     assert bound["source"].startswith(str(tmp_path / "state")) and "ro" in bound["options"]
     assert "--ldcache" not in _hooks(bundle)
+
+
+def _gc(host: str, state: Path) -> list[str]:
+    config = state.parent / "gc.toml"
+    config.write_text(f'host_root = "{host}"\nstate_dir = "{state}"\n')
+    done = subprocess.run([conftest.GPUHOOK, "gc"], env={"PATH": os.environ["PATH"], "GPUHOOK_CONFIG": str(config)},
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+def test_gc_keeps_a_kept_cache_while_its_container_lives(host: str, image: Image, suite: str, tmp_path: Path) -> None:
+    """A read-only root's cache kept under state_dir: gc leaves it while the container that mounts it runs (its
+    record names it, however old the file), and removes it once the container is gone."""
+    image.read_only()
+    state = tmp_path / "state"
+    ran: list[subprocess.CompletedProcess[str]] = []
+    runner = threading.Thread(target=lambda: ran.append(_run(host, image, tmp_path, "sleep 4; echo done", NV)[0]))
+    runner.start()
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            kept = list((state / "ldcache").glob("*.cache")) if (state / "ldcache").is_dir() else []
+            named = list((state / "containers").glob("*.json")) if kept else []
+            if named and str(kept[0]) in named[0].read_text():
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("no record named a kept cache")
+        os.utime(kept[0], (0, 0))  # older than any moment between keeping and the record
+        assert str(kept[0]) not in " ".join(_gc(host, state))
+        assert kept[0].is_file()
+    finally:
+        runner.join(60)
+    assert ran and ran[0].returncode == 0 and "done" in ran[0].stdout, ran
+    assert f"gc: removed {kept[0]}" in _gc(host, state)
+    assert not kept[0].exists()
 
 
 def _symlink_out(etc: Path, outside: Path) -> None:

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 CACHE = "/etc/ld.so.cache"
 CONF = "/etc/ld.so.conf.d/000-gpuhook.conf"
 WRITTEN, MOUNT, FALLBACK, NOTHING = "written", "mount", "fallback", "nothing"
+KEPT = "ldcache"  # state_dir's folder of the caches kept for read-only roots
 _TRUSTED = ("/lib", "/usr/lib", "/lib64", "/usr/lib64")
 _LOADERS = ("/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1", "/lib64/ld64.so.2",
             "/lib/ld-linux-riscv64-lp64d.so.1")
@@ -161,22 +162,33 @@ def _replace(root: WritableRoot, path: str, data: bytes) -> str:
 
 
 def _keyed(state_dir: str, data: bytes) -> str:
-    """The cache file kept under state_dir by its content (written once, atomically; root's, 0644)."""
+    """The cache file kept under state_dir/KEPT by its content (written once, atomically, from a hidden temporary a
+    sweep removes if its writer died; root's, 0644); its time set to now when found there already, so that a sweep
+    (which keeps what a live container's record names, and what is younger than a few seconds) leaves it to the
+    container about to mount it. Writes a file."""
     import hashlib
 
     from gpuhook.apply.state_dir import ensure
 
-    folder = os.path.join(ensure(state_dir), "ldcache")
+    folder = os.path.join(ensure(state_dir), KEPT)
     os.makedirs(folder, mode=0o755, exist_ok=True)
-    path = os.path.join(folder, hashlib.sha256(data).hexdigest()[:32] + ".cache")
-    if not os.path.isfile(path):
-        tmp = f"{path}.{os.getpid()}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-        try:
-            os.write(fd, data)
-        finally:
-            os.close(fd)
-        os.rename(tmp, path)
+    name = hashlib.sha256(data).hexdigest()[:32] + ".cache"
+    path = os.path.join(folder, name)
+    try:
+        os.utime(path, follow_symlinks=False)
+        if os.path.isfile(path) and not os.path.islink(path):
+            return path
+    except FileNotFoundError:
+        pass
+    tmp = os.path.join(folder, f".{name}.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+    os.rename(tmp, path)
     return path
 
 

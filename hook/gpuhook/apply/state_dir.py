@@ -113,9 +113,9 @@ def check(state_dir: str) -> str:
 
 
 def sweep(state_dir: str, copies_in_use: set[str], older_than: float = 5.0) -> list[str]:
-    """What a killed writer left (temporary files and directories whose writer's pid is gone) and procfs copies
-    no live container has (older than `older_than` seconds: a copy is written moments before the record that
-    names it).
+    """What a killed writer left (temporary files and directories whose writer's pid is gone), and procfs copies
+    and linker caches kept for read-only roots (ldcache/) that no live container's record names (older than
+    `older_than` seconds: a copy is written, or a kept cache found again, moments before the record that names it).
     Returns what was removed. Deletes files."""
     import shutil
     import time
@@ -136,6 +136,12 @@ def sweep(state_dir: str, copies_in_use: set[str], older_than: float = 5.0) -> l
                     unlink(path + ".content")
                     removed.append(path)
             dirs[:] = []  # a copy's own files are not state
+        elif directory == os.path.join(state_dir, "ldcache"):  # apply/container_ldcache.KEPT
+            for name in files:
+                path = os.path.join(directory, name)
+                if name.endswith(".cache") and path not in copies_in_use and _age(path, now) > older_than:
+                    unlink(path)
+                    removed.append(path)
     return removed
 
 

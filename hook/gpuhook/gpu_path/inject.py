@@ -209,9 +209,9 @@ def _edited(spec: Spec, bundle: str, container_id: str, config: Config, runtime_
         if _joined(prepared, config, container_id, runtime_root, me, bundle):  # held already: no prestart to tune
             prepared = replace(prepared, settings=(), edits=replace(prepared.edits, hooks=tuple(
                 h for h in prepared.edits.hooks if not (h.stage == "prestart" and h.args[1:] == ("hook", "prestart")))))
-        written = False
+        written, kept = False, ""
         if prepared.edits.ldcache_dirs:
-            prepared, written = _linker_cache(prepared, rootfs(spec, bundle), config, log)
+            prepared, written, kept = _linker_cache(prepared, rootfs(spec, bundle), config, log)
         ctx = SpecContext(root_path=rootfs(spec, bundle), ldconfig=config.ldconfig, hook_timeout=config.hook_timeout,
                           state_dir=config.state_dir,
                           helper=beside(here, NAME), gpuhook_bin=gpuhook_bin,
@@ -229,18 +229,20 @@ def _edited(spec: Spec, bundle: str, container_id: str, config: Config, runtime_
         record = containers.ContainerRecord(
             id=container_id, drivers=prepared.drivers, runtime_root=runtime_root, gpus=prepared.gpus,
             creator=me, creator_start=start_time(me),  # `me` execs the runtime: it creates the container
-            copies=tuple(o.source for o in prepared.edits.proc_overlays), pod=pod, namespace=namespace,
-            container=name, planned=True, settings=prepared.settings, exclusive=prepared.exclusive)
+            copies=(*(o.source for o in prepared.edits.proc_overlays), *((kept,) if kept else ())),  # gc keeps
+            pod=pod, namespace=namespace, container=name, planned=True, settings=prepared.settings,
+            exclusive=prepared.exclusive)
         txn.commit(record, count=prepared.drivers)
     return new, prepared.warnings
 
 
-def _linker_cache(prepared: Prepared, root_path: str, config: Config, log: Any) -> tuple[Prepared, bool]:
+def _linker_cache(prepared: Prepared, root_path: str, config: Config, log: Any) -> tuple[Prepared, bool, str]:
     """The container's linker cache written into its root before the runtime starts (apply/container_ldcache.py),
     or kept under state_dir and bind-mounted read-only where the root's file system refuses writes: (the prepared
-    edits, with that mount, and whether the cache is done). Not done where the image's cache cannot be used and the
-    host's ldconfig can rebuild it: the spec then gets the refresh hook (its mount point made here). Reads the host's
-    libraries and the image; writes into the root or under state_dir."""
+    edits, with that mount, whether the cache is done, and the file kept under state_dir or "": the container's
+    record names it, so that gc keeps it while the container lives). Not done where the image's cache cannot be used
+    and the host's ldconfig can rebuild it: the spec then gets the refresh hook (its mount point made here). Reads the
+    host's libraries and the image; writes into the root or under state_dir."""
     from gpuhook.apply import container_ldcache as cache
     from gpuhook.errors import GpuhookError
 
@@ -263,14 +265,15 @@ def _linker_cache(prepared: Prepared, root_path: str, config: Config, log: Any) 
 
         log.warning("linker cache", detail=f"{detail}; the host's ldconfig refreshes it")
         make_mountpoint(config.state_dir)
-        return prepared, False
+        return prepared, False, ""
     log.debug("linker cache", kind=kind, detail=detail)
     if kind == cache.MOUNT:
         from gpuhook.edits import Mount
 
         bound = Edits(mounts=(Mount(detail, cache.CACHE),))  # read-only
         prepared = replace(prepared, edits=merge([prepared.edits, bound]))
-    return prepared, True
+        return prepared, True, detail
+    return prepared, True, ""
 
 
 def _joined(prepared: Prepared, config: Config, container_id: str, runtime_root: str, me: int, bundle: str) -> bool:
