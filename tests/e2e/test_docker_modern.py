@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from gpuhook.cli import doctor_engines
+from gpuhook.request.requirements import version_tuple
 from gpuhook.testing.simulate import HostSpec, build_host
 from tests.support import docker_engine
 from tests.support.docker_engine import IMAGE, Engine
@@ -372,3 +373,15 @@ def test_doctor_names_the_release_its_cdi_and_the_gpus_path(engines: Engines, ge
                         f"{engine.work / 'daemon.json'}")
     level, what = DOCTOR_GPUS[generation, variant]
     assert found[1][:2] == (level, what.format(bindir=bindir))
+    if generation == "29" and variant == "hook":  # time namespaces (29.5) and this host's runc, as doctor runs it
+        runc = subprocess.run(["runc", "--version"], capture_output=True, text=True, check=True).stdout.splitlines()[0]
+        older = version_tuple(runc.split()[2].split("+")[0])[:2] < (1, 2)
+        said = doctor_engines.time_namespaces(runc, search=str(bindir), config=str(engine.work / "daemon.json"))
+        assert [f[0] for f in said] == (["ok"] if older else []), said  # this daemon.json turns them off
+        on = engine.work / "daemon-time-namespaces.json"
+        on.write_text(json.dumps({k: v for k, v in json.loads((engine.work / "daemon.json").read_text()).items()
+                                  if k != "features"}))
+        said = doctor_engines.time_namespaces(runc, search=str(bindir), config=str(on))
+        assert [f[0] for f in said] == (["fail"] if older else []), said
+        if older:
+            assert f"docker {release} gives every container a time namespace" in said[0][1]

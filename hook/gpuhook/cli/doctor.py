@@ -77,11 +77,14 @@ def _runtime(runtime: str) -> list[Finding]:
         text = run([path, "--version"], timeout=10).splitlines()[0]
     except (Error, IndexError) as e:
         return [Finding("fail", f"runtime {runtime!r}: {e}", "install runc or set `runtime` in the gpuhook config")]
+    from gpuhook.cli.doctor_engines import time_namespaces
+
+    docker = [Finding(*f) for f in time_namespaces(text)]  # Docker 29.5's time namespaces on an older runc
     if runc_affected_by_cve_2024_45310(text):
-        return [Finding("warn", f"{path}: {text} is affected by CVE-2024-45310 (a rootfs racing runc while it "
-                        "creates mount targets can make it create empty files or directories outside the container)",
-                        "upgrade runc to 1.1.14 or later")]
-    return [Finding("ok", f"runtime {path}: {text}")]
+        return [*docker, Finding("warn", f"{path}: {text} is affected by CVE-2024-45310 (a rootfs racing runc while "
+                                 "it creates mount targets can make it create empty files or directories outside the "
+                                 "container)", "upgrade runc to 1.1.14 or later")]
+    return [*docker, Finding("ok", f"runtime {path}: {text}")]
 
 
 def _paths() -> list[Finding]:

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 HOOK = "nvidia-container-runtime-hook"
 CDI_HOOK = "nvidia-cdi-hook"  # Docker 29 resolves --gpus through CDI (nvidia.com/gpu=ID) where it finds this
 GPUS_VIA_CDI = (29, 3)  # the first Docker that resolves --gpus through CDI specs (amd.com/gpu, nvidia.com/gpu)
+TIME_NAMESPACES = (29, 5)  # the first Docker that gives every container a time namespace of its own (moby #52326)
+RUNC_TIME_NAMESPACES = (1, 2)  # the first runc that makes one; older ones refuse such a spec
 SYSTEMD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # a unit's PATH unless it sets one
 _OURS = b"--revert removes"  # a line gpuhook marks as its own in a main config (containerd's imports line)
 
@@ -230,3 +232,39 @@ def _daemon_path(program: str, proc: str, default: str = SYSTEMD_PATH) -> str:
                 return entry[5:].decode(errors="replace")
         return SYSTEMD_PATH
     return default
+
+
+def time_namespaces(runtime_text: str, search: str = SYSTEMD_PATH, version: Callable[[str], str] | None = None,
+                    config: str | None = None) -> list[tuple[str, ...]]:
+    """Where Docker runs containers through gpuhook's runtime: from Docker 29.5 every container's spec asks for a time
+    namespace, which runc before 1.2 (`runtime_text`: the first line of gpuhook's runtime's --version) refuses, so
+    that every container fails to start (`namespace {"time" ""} does not exist`), unless daemon.json turns the
+    feature off. A failure with its fixes, or nothing. `version(program)` names a release (default: `PROGRAM
+    --version`); `config`: daemon.json (default: the record's). Reads daemon.json (1 MiB at most); runs dockerd."""
+    from gpuhook.engines.table import DOCKER
+    from gpuhook.request.requirements import version_tuple
+
+    words = runtime_text.split()
+    if len(words) < 3 or words[:2] != ["runc", "version"]:
+        return []
+    runc = words[2].split("+")[0].split("~")[0].split("-")[0]
+    program = shutil.which(DOCKER.program, path=search)
+    if program is None or version_tuple(runc)[:2] >= RUNC_TIME_NAMESPACES:
+        return []
+    path = config or DOCKER.config_path
+    text = _read(path)
+    docker = (version or _version)(program)
+    if not docker or version_tuple(docker)[:2] < TIME_NAMESPACES or not _mentions(text):
+        return []
+    from gpuhook import fastjson
+
+    try:
+        features = fastjson.loads(text or b"{}").get("features") or {}
+    except (ValueError, RecursionError, AttributeError):
+        features = {}  # the registration check says what is wrong with it
+    if isinstance(features, dict) and features.get("time-namespaces") is False:
+        return [("ok", f"docker {docker}: time namespaces are off in {path} (gpuhook's runtime is runc {runc})")]
+    return [("fail", f"docker {docker} gives every container a time namespace, which gpuhook's runtime, runc {runc}, "
+             f"refuses: containers run through gpuhook fail with 'namespace {{\"time\" \"\"}} does not exist'",
+             'upgrade runc to 1.2 or later (or point `runtime` in the gpuhook config at one), or set "features": '
+             f'{{"time-namespaces": false}} in {path} and restart docker')]

@@ -145,3 +145,39 @@ def test_runtime_finding(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, versio
     assert finding.level == level and version in finding.what
     if level == "warn":
         assert "CVE-2024-45310" in finding.what and "1.1.14" in finding.fix
+
+
+DAEMON_JSON = '{"runtimes": {"gpuhook": {"path": "/usr/bin/gpuhook-runtime"}}%s}'
+
+
+@pytest.mark.parametrize(("docker", "runc", "features", "level"), [
+    ("29.8.1", "runc version 1.1.5+ds1", "", "fail"),
+    ("29.5.0", "runc version 1.1.15", "", "fail"),
+    ("29.8.1", "runc version 1.1.5+ds1", ', "features": {"time-namespaces": false}', "ok"),
+    ("29.8.1", "runc version 1.2.0", "", None),
+    ("29.4.2", "runc version 1.1.5", "", None),
+    ("28.5.2", "runc version 1.1.5", "", None),
+    ("29.8.1", "crun version 1.8", "", None),
+], ids=lambda v: str(v))
+def test_docker_time_namespaces_on_an_older_runc(tmp_path: Path, docker: str, runc: str, features: str,
+                                                 level: str | None) -> None:
+    """Docker 29.5 gives every container a time namespace; runc before 1.2 refuses it: every container through
+    gpuhook's runtime fails, unless daemon.json turns the feature off."""
+    (tmp_path / "dockerd").write_text("#!/bin/sh\n")
+    (tmp_path / "dockerd").chmod(0o755)
+    config = tmp_path / "daemon.json"
+    config.write_text(DAEMON_JSON % features)
+    found = doctor_engines.time_namespaces(runc, search=str(tmp_path), version=lambda _: docker, config=str(config))
+    assert [f[0] for f in found] == ([level] if level else [])
+    if level == "fail":
+        assert "does not exist" in found[0][1] and '"time-namespaces": false' in found[0][2]
+        assert "runc to 1.2" in found[0][2]
+
+
+def test_docker_without_gpuhook_registered_is_not_about_gpuhooks_runtime(tmp_path: Path) -> None:
+    (tmp_path / "dockerd").write_text("#!/bin/sh\n")
+    (tmp_path / "dockerd").chmod(0o755)
+    config = tmp_path / "daemon.json"
+    config.write_text("{}")
+    assert doctor_engines.time_namespaces("runc version 1.1.5", search=str(tmp_path), version=lambda _: "29.8.1",
+                                          config=str(config)) == []
