@@ -143,6 +143,25 @@ def run_container(tmp_path: Path, base_rootfs: str) -> Run:
     return run
 
 
+@pytest.fixture
+def tuned(tmp_path: Path, base_rootfs: str):  # type: ignore[no-untyped-def]
+    """make(spec=2 NVIDIA + 2 AMD, policy=""): a Tuned host (tuned.py) of the test's own; the containers it started
+    are stopped after."""
+    from .tuned import Tuned
+
+    made: list[Tuned] = []
+
+    def make(spec: HostSpec | None = None, policy: str = "") -> Tuned:
+        t = Tuned(tmp_path / f"t{len(made)}", base_rootfs, spec or HostSpec(nvidia=2, amd=2), policy)
+        made.append(t)
+        return t
+
+    yield make
+    for t in made:
+        for cid in t.started:
+            t.stop(cid)
+
+
 def stop_container(cid: str, tries: int = 100) -> None:
     """`runc kill -KILL`, wait for it to be stopped, `runc delete` (plain runc: config.json's poststop hooks run)."""
     import time

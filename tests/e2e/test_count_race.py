@@ -16,7 +16,7 @@ import pytest
 from gpuhook.testing.simulate import HostSpec
 
 from . import conftest
-from .test_tuning_runc import Tuned, _run_detached
+from .tuned import Tuned, _run_detached
 
 ROUNDS = 3
 AT_ONCE = 20

@@ -10,7 +10,7 @@ from pathlib import Path
 from gpuhook.testing.simulate import HostSpec
 
 from . import conftest
-from .test_tuning_runc import Tuned, _run_detached
+from .tuned import Tuned, _run_detached
 
 TRIALS = 100
 NV0 = {"gpuhook.dev/gpus": "0", "gpuhook.dev/vendor": "nvidia"}

@@ -29,8 +29,8 @@ import pytest
 from gpuhook.testing.simulate import HostSpec
 
 from . import conftest
-from .test_tuning_runc import Tuned
 from .test_warm import Daemon
+from .tuned import Tuned
 
 SEED = int(os.environ.get("GPUHOOK_LOAD_SEED", "7"))  # another seed: GPUHOOK_LOAD_SEED
 WAVES, PER_WAVE = 12, 12

@@ -32,7 +32,7 @@ import pytest
 from gpuhook.testing.simulate import HostSpec
 
 from .conftest import Run
-from .test_tuning_runc import MPS, NV0, _daemon, _mps, tuned  # noqa: F401 (tuned: the fixture)
+from .test_tuning_runc import MPS, NV0, _daemon, _mps
 
 GPU0, GPU1 = "GPU-00000000-5a1e-4000-8000-0000d00d0000", "GPU-00000001-5a1e-4000-8000-0000d00d0001"
 # the client's side of NVIDIA's DRA layout (GetCDIContainerEdits), and the log directory its daemon's template names
@@ -70,7 +70,7 @@ def _wait(path: Path) -> str:
     raise AssertionError(f"{path} never written")
 
 
-def test_mps_clients_see_the_daemons_pipes_logs_and_shared_memory_as_nvidia_lays_them_out(tuned) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+def test_mps_clients_see_the_daemons_pipes_logs_and_shared_memory_as_nvidia_lays_them_out(tuned) -> None:  # type: ignore[no-untyped-def]
     """Two clients of GPU 0's daemon and one of GPU 1's: each client's /dev/shm is its daemon's tmpfs (the same
     device and inode as the daemon's own /dev/shm, not the runtime's private one), noexec as NVIDIA's; the pipe
     directory read-write at /tmp/nvidia-mps and the log directory read-only at /var/log/nvidia-mps, both in env;

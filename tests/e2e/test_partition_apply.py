@@ -13,7 +13,7 @@ import pytest
 from gpuhook.testing.simulate import HostSpec
 
 from . import conftest
-from .test_tuning_runc import Tuned
+from .tuned import Tuned
 
 
 def _layout(t: Tuned, text: str) -> Path:
@@ -153,7 +153,7 @@ def test_containers_started_during_applies_never_see_their_gpu_relaid(tmp_path: 
     import time
     import uuid
 
-    from .test_tuning_runc import _run_detached
+    from .tuned import _run_detached
 
     t = Tuned(tmp_path, base_rootfs, HostSpec(amd=1))
     layouts = [_layout(t, '[[amd]]\ngpus = "all"\ncompute = "CPX"\n'), t.tmp / "spx.toml"]

@@ -12,29 +12,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from gpuhook.testing.simulate import HostSpec
 
 from . import conftest
-from .test_tuning_runc import Tuned, _run_detached
+from .tuned import Tuned, _run_detached
 
 NV = {"gpuhook.dev/vendor": "nvidia"}
-
-
-@pytest.fixture
-def tuned(tmp_path: Path, base_rootfs: str):  # type: ignore[no-untyped-def]
-    made: list[Tuned] = []
-
-    def make(spec: HostSpec) -> Tuned:
-        t = Tuned(tmp_path / f"t{len(made)}", base_rootfs, spec)
-        made.append(t)
-        return t
-
-    yield make
-    for t in made:
-        for cid in t.started:
-            t.stop(cid)
 
 
 def _inits(t: Tuned) -> int:

@@ -18,22 +18,7 @@ import pytest
 from gpuhook.testing.simulate import HostSpec
 
 from . import conftest
-from .test_tuning_runc import Tuned
-
-
-@pytest.fixture
-def tuned(tmp_path: Path, base_rootfs: str):  # type: ignore[no-untyped-def]
-    made: list[Tuned] = []
-
-    def make(spec: HostSpec) -> Tuned:
-        t = Tuned(tmp_path / f"t{len(made)}", base_rootfs, spec)
-        made.append(t)
-        return t
-
-    yield make
-    for t in made:
-        for cid in t.started:
-            t.stop(cid)
+from .tuned import Tuned
 
 
 def _sysfs(t: Tuned) -> dict[str, str]:

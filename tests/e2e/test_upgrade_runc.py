@@ -8,7 +8,7 @@ from pathlib import Path
 
 from gpuhook.testing.simulate import HostSpec
 
-from .test_tuning_runc import Tuned
+from .tuned import Tuned
 
 
 def test_the_plan_names_the_running_gpu_containers_and_a_drain_waits_for_them(tmp_path: Path,
