@@ -194,23 +194,28 @@ def _gc(host: str, state: Path) -> list[str]:
 def test_gc_keeps_a_kept_cache_while_its_container_lives(host: str, image: Image, suite: str, tmp_path: Path) -> None:
     """A read-only root's cache kept under state_dir: gc leaves it while the container that mounts it runs (its
     record names it, however old the file), and removes it once the container is gone."""
+    done, _ = _run(host, image, tmp_path, "true", NV, readonly=True)  # runc makes the mount points while it can
+    assert done.returncode == 0, done.stderr
     image.read_only()
     state = tmp_path / "state"
     ran: list[subprocess.CompletedProcess[str]] = []
-    runner = threading.Thread(target=lambda: ran.append(_run(host, image, tmp_path, "sleep 4; echo done", NV)[0]))
+    runner = threading.Thread(target=lambda: ran.append(_run(host, image, tmp_path, "sleep 4; echo done", NV,
+                                                             readonly=True)[0]))
     runner.start()
     try:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and runner.is_alive():
             kept = list((state / "ldcache").glob("*.cache")) if (state / "ldcache").is_dir() else []
             named = list((state / "containers").glob("*.json")) if kept else []
             if named and str(kept[0]) in named[0].read_text():
                 break
             time.sleep(0.05)
         else:
-            raise AssertionError("no record named a kept cache")
+            raise AssertionError(f"no record named a kept cache while the container ran: {ran}")
         os.utime(kept[0], (0, 0))  # older than any moment between keeping and the record
-        assert str(kept[0]) not in " ".join(_gc(host, state))
+        said = _gc(host, state)
+        assert runner.is_alive(), f"the container ended before gc: {ran}"
+        assert str(kept[0]) not in " ".join(said), said
         assert kept[0].is_file()
     finally:
         runner.join(60)
