@@ -206,8 +206,8 @@ def test_gc_keeps_a_kept_cache_while_its_container_lives(host: str, image: Image
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and runner.is_alive():
             kept = list((state / "ldcache").glob("*.cache")) if (state / "ldcache").is_dir() else []
-            named = list((state / "containers").glob("*.json")) if kept else []
-            if named and str(kept[0]) in named[0].read_text():
+            records = [r.read_text() for r in (state / "containers").glob("*.json")] if kept else []
+            if any(str(kept[0]) in r for r in records):  # the record of this container (the first one's is there)
                 break
             time.sleep(0.05)
         else:
