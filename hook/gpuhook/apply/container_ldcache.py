@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 CACHE = "/etc/ld.so.cache"
 CONF = "/etc/ld.so.conf.d/000-gpuhook.conf"
 WRITTEN, MOUNT, FALLBACK, NOTHING = "written", "mount", "fallback", "nothing"
-KEPT = "ldcache"  # state_dir's folder of the caches kept for read-only roots
 _TRUSTED = ("/lib", "/usr/lib", "/lib64", "/usr/lib64")
 _LOADERS = ("/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1", "/lib64/ld64.so.2",
             "/lib/ld-linux-riscv64-lp64d.so.1")
@@ -162,15 +161,15 @@ def _replace(root: WritableRoot, path: str, data: bytes) -> str:
 
 
 def _keyed(state_dir: str, data: bytes) -> str:
-    """The cache file kept under state_dir/KEPT by its content (written once, atomically, from a hidden temporary a
-    sweep removes if its writer died; root's, 0644); its time set to now when found there already, so that a sweep
-    (which keeps what a live container's record names, and what is younger than a few seconds) leaves it to the
-    container about to mount it. Writes a file."""
+    """The cache file kept under state_dir/KEPT_CACHES by its content (written once, atomically, from a hidden
+    temporary a sweep removes if its writer died; root's, 0644); its time set to now when found there already, so
+    that a sweep (which keeps what a live container's record names, and what is younger than a few seconds) leaves
+    it to the container about to mount it. Writes a file."""
     import hashlib
 
-    from gpuhook.apply.state_dir import ensure
+    from gpuhook.apply.state_dir import KEPT_CACHES, ensure
 
-    folder = os.path.join(ensure(state_dir), KEPT)
+    folder = os.path.join(ensure(state_dir), KEPT_CACHES)
     os.makedirs(folder, mode=0o755, exist_ok=True)
     name = hashlib.sha256(data).hexdigest()[:32] + ".cache"
     path = os.path.join(folder, name)

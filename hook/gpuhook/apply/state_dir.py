@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 _checked: set[str] = set()  # per process: a directory found trusted once stays so for a short-lived process
 LOCK = "count.lock"  # the GPU path's lock (its name from when count requests alone took it)
+KEPT_CACHES = "ldcache"  # linker caches kept for read-only roots (apply/container_ldcache.py), swept here
 _held = [-1, 0]  # the lock's fd while this process holds it, and how (fcntl.LOCK_SH or LOCK_EX)
 
 
@@ -136,7 +137,7 @@ def sweep(state_dir: str, copies_in_use: set[str], older_than: float = 5.0) -> l
                     unlink(path + ".content")
                     removed.append(path)
             dirs[:] = []  # a copy's own files are not state
-        elif directory == os.path.join(state_dir, "ldcache"):  # apply/container_ldcache.KEPT
+        elif directory == os.path.join(state_dir, KEPT_CACHES):
             for name in files:
                 path = os.path.join(directory, name)
                 if name.endswith(".cache") and path not in copies_in_use and _age(path, now) > older_than:

@@ -55,10 +55,11 @@ def _nodes(inv: VendorInventory) -> list[Finding]:
 def runc_affected_by_cve_2024_45310(version_text: str) -> bool:
     """runc before 1.1.14 (and 1.2.0-rc1/rc2) can be raced into creating empty files or directories outside
     the container while it makes bind-mount targets: a rootfs that swaps a directory for a symlink meanwhile."""
-    words = version_text.split()
-    if len(words) < 3 or words[0] != "runc" or words[1] != "version":
+    from gpuhook.cli.doctor_engines import runc_release
+
+    base = runc_release(version_text)
+    if base is None:
         return False
-    base = words[2].split("+")[0].split("~")[0]
     nums = [int(p) for p in base.split("-")[0].split(".") if p.isdigit()]
     if len(nums) < 3:
         return False

@@ -244,10 +244,10 @@ def time_namespaces(runtime_text: str, search: str = SYSTEMD_PATH, version: Call
     from gpuhook.engines.table import DOCKER
     from gpuhook.request.requirements import version_tuple
 
-    words = runtime_text.split()
-    if len(words) < 3 or words[:2] != ["runc", "version"]:
+    release = runc_release(runtime_text)
+    if release is None:
         return []
-    runc = words[2].split("+")[0].split("~")[0].split("-")[0]
+    runc = release.split("-")[0]
     program = shutil.which(DOCKER.program, path=search)
     if program is None or version_tuple(runc)[:2] >= RUNC_TIME_NAMESPACES:
         return []
@@ -268,3 +268,12 @@ def time_namespaces(runtime_text: str, search: str = SYSTEMD_PATH, version: Call
              f"refuses: containers run through gpuhook fail with 'namespace {{\"time\" \"\"}} does not exist'",
              'upgrade runc to 1.2 or later (or point `runtime` in the gpuhook config at one), or set "features": '
              f'{{"time-namespaces": false}} in {path} and restart docker')]
+
+
+def runc_release(version_text: str) -> str | None:
+    """The release `runc --version`'s first line names, without a packager's suffix ("1.1.5" of "runc version
+    1.1.5+ds1", "1.2.0-rc.2" kept whole); None for another runtime's words."""
+    words = version_text.split()
+    if len(words) < 3 or words[:2] != ["runc", "version"]:
+        return None
+    return words[2].split("+")[0].split("~")[0]

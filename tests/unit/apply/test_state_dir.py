@@ -49,7 +49,7 @@ def test_a_kept_linker_cache_is_swept_once_no_live_container_names_it(tmp_path: 
     used = container_ldcache._keyed(state, b"in use")
     young = container_ldcache._keyed(state, b"just kept")
     old = container_ldcache._keyed(state, b"left")
-    dead = tmp_path / container_ldcache.KEPT / ".0123.cache.999999999"
+    dead = tmp_path / state_dir.KEPT_CACHES / ".0123.cache.999999999"
     dead.write_bytes(b"half")
     long_ago = time.time() - 60
     for path in (used, old):
