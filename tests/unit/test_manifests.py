@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from gpuhook.engines.wanted import Wanted
 from tests.unit.parsing import parse_request
 
 K8S = Path(__file__).parents[2] / "packaging/kubernetes"
+CHART = Path(__file__).parents[2] / "packaging/helm/gpuhook"
 
 
 def _load(name: str) -> dict:  # type: ignore[type-arg]
@@ -147,3 +149,19 @@ def test_the_dra_vendor_classes_serve_the_device_plugins_resource_names() -> Non
         (selector,) = classes[name]["selectors"]
         assert f"device.attributes['gpu.gpuhook.dev'].vendor == '{vendor}'" in selector["cel"]["expression"]
         assert "device.attributes['gpu.gpuhook.dev'].type == 'gpu'" in selector["cel"]["expression"]
+
+
+def test_every_label_and_annotation_the_chart_fills_in_is_quoted() -> None:
+    """A label's or annotation's value from a template expression is quoted: YAML reads an unquoted digest of
+    digits (or digits, e, digits) as a number, and the API server then refuses the whole object (CI saw the
+    DaemonSet's config digest do so once). Keys with a prefix (name/key) are labels and annotations."""
+    entry = re.compile(r"^\s*([\w.-]+/[\w.-]+):\s*(\{\{.*\}\})\s*$")
+    unquoted = []
+    for template in sorted((CHART / "templates").iterdir()):
+        for n, line in enumerate(template.read_text().splitlines(), 1):
+            found = entry.match(line)
+            if found and not re.search(r"\|\s*quote\s*\}\}$|\bquote\b", found.group(2)):
+                unquoted.append(f"{template.name}:{n}: {line.strip()}")
+    assert unquoted == []
+    assert any("config-digest" in line for line in (CHART / "templates/daemonset.yaml").read_text().splitlines()
+               if entry.match(line))  # the rule sees the line it is for
